@@ -1,0 +1,76 @@
+"""Versioned session state for LangGraph agents.
+
+Tools publish values into ``tool_state``; the reducer records, on each entry, how many values
+the key has held and a bounded ring of the previous ones; ``inspect_state`` shows a model that a
+key was rewritten and reads it as of an earlier turn, from the ring or, for older versions, from
+the checkpointer's history along the thread's current branch.
+"""
+
+from .agent import build_agent, run_turn, turn_config, with_session_state
+from .checkpoint_walk import CheckpointHistory
+from .checkpointers import open_checkpointer
+from .history import (
+    Found,
+    KeyNotSetYet,
+    NeverHappened,
+    NoHistory,
+    NotRetained,
+    ThreadHistory,
+    TurnAnswer,
+    TurnIndex,
+    TurnSnapshot,
+    UnknownKey,
+    resolve_turn,
+)
+from .inspect_tool import make_inspect_state, read_state_key
+from .publish import publish, state_key, tool_state_writes
+from .retention import PruneResult, PruningInMemorySaver, PruningSqliteSaver, prune_thread
+from .scripted import ScriptedChatModel
+from .state import (
+    PriorVersion,
+    SessionState,
+    StateEntry,
+    ToolStateError,
+    count_turns,
+    make_merge_tool_state,
+    make_session_state,
+    merge_tool_state,
+)
+
+__all__ = [
+    "CheckpointHistory",
+    "Found",
+    "KeyNotSetYet",
+    "NeverHappened",
+    "NoHistory",
+    "NotRetained",
+    "PriorVersion",
+    "PruneResult",
+    "PruningInMemorySaver",
+    "PruningSqliteSaver",
+    "ScriptedChatModel",
+    "SessionState",
+    "StateEntry",
+    "ThreadHistory",
+    "ToolStateError",
+    "TurnAnswer",
+    "TurnIndex",
+    "TurnSnapshot",
+    "UnknownKey",
+    "build_agent",
+    "count_turns",
+    "make_inspect_state",
+    "make_merge_tool_state",
+    "make_session_state",
+    "merge_tool_state",
+    "open_checkpointer",
+    "prune_thread",
+    "publish",
+    "read_state_key",
+    "resolve_turn",
+    "run_turn",
+    "state_key",
+    "tool_state_writes",
+    "turn_config",
+    "with_session_state",
+]

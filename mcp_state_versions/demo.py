@@ -1,0 +1,178 @@
+"""The demo: the rewritten-key conversation, run through the real agent loop.
+
+The chat model is scripted (its replies are written in advance, so the demo needs no provider
+and prints the same thing every time); everything else is the library as a host runs it: the
+agent graph, ``ToolNode``, the reducer, the checkpointer, ``inspect_state`` and the checkpoint
+walk. What is printed under ``tool ←`` is exactly the text the model received.
+
+Act 1 is the reported failure, fixed: Copenhagen in turn 1, a question in turn 2, Aarhus in
+turn 3; the listing marks the key rewritten, ``turn=1`` returns Copenhagen from the entry's
+ring, a miscounted turn is answered as such, and the comparison is made between two areas.
+Act 2 is retention: the thread is pruned to its last turn; the ring still answers turn 1, and a
+deployment that keeps no ring (``ring_size=0``) is told turn 1 is no longer retained instead of
+being handed the current value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import textwrap
+from collections.abc import Callable
+from typing import Any
+from uuid import uuid4
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import BaseTool, tool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import ToolRuntime
+from langgraph.types import Command
+
+from .agent import build_agent, run_turn
+from .checkpointers import open_checkpointer
+from .publish import publish
+from .retention import prune_thread
+from .scripted import ScriptedChatModel, call
+
+__all__ = ["GAZETTEER", "get_aoi", "main", "run_demo"]
+
+BBOX = "gazet/get_aoi/bbox"
+
+GAZETTEER: dict[str, dict[str, Any]] = {
+    "copenhagen": {"name": "Copenhagen", "country": "DK", "bbox": [12.4, 55.5, 12.7, 55.8]},
+    "aarhus": {"name": "Aarhus", "country": "DK", "bbox": [9.9, 56.1, 10.3, 56.2]},
+    "oslo": {"name": "Oslo", "country": "NO", "bbox": [10.6, 59.8, 10.9, 60.0]},
+}
+"""A three-place gazetteer: enough for the demo, the tests and the benchmarks."""
+
+
+@tool
+def get_aoi(place: str, runtime: ToolRuntime) -> Command | str:
+    """Find the area of interest (bounding box: west, south, east, north) for a place name."""
+    found = GAZETTEER.get(place.strip().lower())
+    if found is None:
+        return f"No area of interest known for {place!r}; known places: Copenhagen, Aarhus, Oslo."
+    fields = {"bbox": found["bbox"], "name": found["name"], "country": found["country"]}
+    return publish(runtime, "gazet", "get_aoi", fields, note=found["name"])
+
+
+def _act_one_script() -> list[AIMessage]:
+    comparison = (
+        "The first area, Copenhagen, spans 12.4–12.7°E and 55.5–55.8°N (0.3° × 0.3°). "
+        "Aarhus spans 9.9–10.3°E and 56.1–56.2°N (0.4° × 0.1°): wider east–west, a third "
+        "of the north–south extent, and about 2.5° further west."
+    )
+    return [
+        AIMessage("", tool_calls=[call("get_aoi", "c1", place="Copenhagen")]),
+        AIMessage("I found Copenhagen and published its area to gazet/get_aoi/bbox."),
+        AIMessage("Copenhagen is in Denmark."),
+        AIMessage("", tool_calls=[call("get_aoi", "c2", place="Aarhus")]),
+        AIMessage("", tool_calls=[call("inspect_state", "c3", key="*")]),
+        AIMessage("", tool_calls=[call("inspect_state", "c4", key=BBOX, turn=1)]),
+        AIMessage("", tool_calls=[call("inspect_state", "c5", key=BBOX, turn=7)]),
+        AIMessage("", tool_calls=[call("inspect_state", "c6", key=BBOX)]),
+        AIMessage(comparison),
+        AIMessage("", tool_calls=[call("inspect_state", "c7", key=BBOX, turn=1)]),
+        AIMessage("The first area was Copenhagen: [12.4, 55.5, 12.7, 55.8]."),
+    ]
+
+
+def _act_two_script() -> list[AIMessage]:
+    return [
+        AIMessage("", tool_calls=[call("get_aoi", "d1", place="Copenhagen")]),
+        AIMessage("Found Copenhagen."),
+        AIMessage("", tool_calls=[call("get_aoi", "d2", place="Oslo")]),
+        AIMessage("Found Oslo."),
+        AIMessage("", tool_calls=[call("inspect_state", "d3", key=BBOX, turn=1)]),
+        AIMessage(
+            "I can't tell you: the area from turn 1 is no longer retained in this "
+            "deployment, and I won't guess it from the current one (Oslo)."
+        ),
+    ]
+
+
+def _wrap(text: str, prefix: str) -> str:
+    lines = []
+    for line in text.splitlines() or [""]:
+        wrapped = textwrap.wrap(line, 96) or [""]
+        lines.extend(wrapped)
+    pad = " " * len(prefix)
+    return "\n".join((prefix if i == 0 else pad) + line for i, line in enumerate(lines))
+
+
+def _format_call(tool_call: dict[str, Any]) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in tool_call["args"].items())
+    return f"{tool_call['name']}({args})"
+
+
+async def _turn(
+    agent: CompiledStateGraph, thread_id: str, text: str, out: Callable[[str], None]
+) -> None:
+    before = await agent.aget_state({"configurable": {"thread_id": thread_id}})
+    seen = len((before.values or {}).get("messages", []))
+    state = await run_turn(agent, thread_id, text)
+    turn = sum(1 for m in state["messages"] if m.type == "human")
+    out(_wrap(text, f"\n── turn {turn} · user: "))
+    for message in state["messages"][seen + 1 :]:
+        if isinstance(message, AIMessage):
+            for tool_call in message.tool_calls:
+                out(_wrap(_format_call(tool_call), "   model → "))
+            if message.content:
+                out(_wrap(str(message.content), "   model: "))
+        elif isinstance(message, ToolMessage):
+            out(_wrap(str(message.content), "   tool  ← "))
+
+
+async def run_demo(checkpointer: BaseCheckpointSaver, out: Callable[[str], None] = print) -> None:
+    """Run both acts on ``checkpointer``, printing what the model saw through ``out``."""
+    tools: list[BaseTool] = [get_aoi]
+    out("A scripted chat model drives the real agent loop; 'tool ←' lines are what it read.")
+    out("\nAct 1 — a key rewritten in a later turn, read as of the turn that set it first.")
+    agent = build_agent(
+        ScriptedChatModel(replies=_act_one_script()), tools, checkpointer=checkpointer
+    )
+    thread = f"demo-act-1-{uuid4().hex[:8]}"
+    await _turn(agent, thread, "Find the area of interest for Copenhagen.", out)
+    await _turn(agent, thread, "Which country is it in?", out)
+    await _turn(
+        agent,
+        thread,
+        "Now find Aarhus. How does the area you found first compare with this one?",
+        out,
+    )
+
+    out("\nAct 2 — retention. The operator prunes act 1's thread to its last turn:")
+    result = await prune_thread(checkpointer, thread, keep_turns=1)
+    out(
+        f"   prune_thread(keep_turns=1): {result.deleted} checkpoints removed; retained turns "
+        f"{', '.join(map(str, result.retained_turns))} of {result.total_turns}."
+    )
+    out("   The key's ring still holds turn 1's version, so the answer survives pruning:")
+    await _turn(agent, thread, "Remind me, what was the first area?", out)
+
+    out("\n   A deployment configured with ring_size=0 keeps no prior values with the key:")
+    bare = build_agent(
+        ScriptedChatModel(replies=_act_two_script()), tools, checkpointer=checkpointer, ring_size=0
+    )
+    thread = f"demo-act-2-{uuid4().hex[:8]}"
+    await _turn(bare, thread, "Find Copenhagen.", out)
+    await _turn(bare, thread, "Now find Oslo.", out)
+    result = await prune_thread(checkpointer, thread, keep_turns=1)
+    out(f"   prune_thread(keep_turns=1): {result.deleted} checkpoints removed.")
+    await _turn(bare, thread, "What was the first area?", out)
+
+
+async def _main(spec: str | None) -> None:
+    if spec is None:
+        path = os.path.join(tempfile.mkdtemp(prefix="mcp-state-versions-"), "demo.sqlite")
+        spec = f"sqlite:{path}"
+    print(f"checkpointer: {spec}")
+    async with open_checkpointer(spec) as checkpointer:
+        await run_demo(checkpointer)
+
+
+def main(spec: str | None = None) -> None:
+    """Run the demo on the checkpointer ``spec`` (default: a new SQLite file)."""
+    asyncio.run(_main(spec))

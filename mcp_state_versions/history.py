@@ -1,0 +1,193 @@
+"""What a host can tell the library about a thread's past, and the one resolution of a turn read.
+
+The library knows entries, keys and turns. It does not know what a checkpoint is, which saver
+holds them, or how retention works; :class:`ThreadHistory` is the whole of what it asks a host
+for, in its own vocabulary. :class:`mcp_state_versions.checkpoint_walk.CheckpointHistory`
+implements it over any LangGraph checkpointer; a host with another store implements it
+directly.
+
+:func:`resolve_turn` is the single definition of "this key, as of that turn", used by the
+``inspect_state`` tool and by every other reader, so that a model and a person asking the same
+question get the same answer. It asks the entry's ring first and the history only for versions
+the ring no longer holds. Its outcomes are kept distinct because each calls for a different
+next step: a miscounted turn can be retried, a pruned one cannot, a key that was not set yet is
+an answer in itself, and a deployment without history should be told apart from a gap in it.
+In none of them does the current value stand in for an old one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from .state import StateEntry
+from .versions import RingBeforeFirst, RingHit, value_at_turn
+
+__all__ = [
+    "Found",
+    "KeyNotSetYet",
+    "NeverHappened",
+    "NoHistory",
+    "NotRetained",
+    "ThreadHistory",
+    "TurnAnswer",
+    "TurnIndex",
+    "TurnSnapshot",
+    "UnknownKey",
+    "resolve_turn",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnIndex:
+    """The turns of a thread's current branch: how many there have been, which are retained.
+
+    ``total`` greater than ``len(retained)`` means history was pruned.
+    """
+
+    total: int
+    retained: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSnapshot:
+    """A thread's ``tool_state`` as turn ``turn`` ended, with the thread's turn index.
+
+    ``tool_state`` is ``None`` when the turn is not retained or never happened; ``index`` tells
+    which.
+    """
+
+    turn: int
+    index: TurnIndex
+    tool_state: Mapping[str, StateEntry] | None
+
+
+@runtime_checkable
+class ThreadHistory(Protocol):
+    """A host's view of a thread's past, in turns and entries.
+
+    Turns are 1-based and counted as human messages
+    (:func:`mcp_state_versions.state.count_turns`). Implementations must answer for the
+    thread's current branch only: a turn that a fork abandoned is not part of its history.
+    """
+
+    async def turns(self, thread_id: str) -> TurnIndex:
+        """How many turns the thread has had and which of them are retained."""
+        ...
+
+    async def tool_state_at(self, thread_id: str, turn: int) -> TurnSnapshot:
+        """``tool_state`` as ``turn`` ended (``None`` inside when not retained or never had)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """``value`` is what ``key`` held at the end of ``turn``.
+
+    ``since``/``until`` bound the version when known (``until`` is ``None`` for the current
+    one); ``source`` says whether the entry's ring or the thread's history answered.
+    """
+
+    key: str
+    turn: int
+    value: Any
+    since: int | None
+    until: int | None
+    source: Literal["ring", "history"]
+
+
+@dataclass(frozen=True, slots=True)
+class NeverHappened:
+    """The thread has had ``total`` turns; ``turn`` is not one of them (a miscount: 404)."""
+
+    key: str
+    turn: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class NotRetained:
+    """``turn`` happened, but its state is gone from history (pruned: 410)."""
+
+    key: str
+    turn: int
+    total: int
+    retained: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyNotSetYet:
+    """``key`` had no value at the end of ``turn``; ``first_turn`` is when it was first set,
+    when known."""
+
+    key: str
+    turn: int
+    first_turn: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class NoHistory:
+    """The ring does not reach ``turn`` and this deployment keeps no turn history.
+
+    ``oldest_in_ring`` is the earliest turn the entry itself can answer for.
+    """
+
+    key: str
+    turn: int
+    oldest_in_ring: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownKey:
+    """``key`` is not in ``tool_state`` (or not readable by this caller)."""
+
+    key: str
+
+
+TurnAnswer = Found | NeverHappened | NotRetained | KeyNotSetYet | NoHistory | UnknownKey
+
+
+async def resolve_turn(
+    tool_state: Mapping[str, StateEntry],
+    key: str,
+    turn: int,
+    *,
+    current_turn: int,
+    history: ThreadHistory | None = None,
+    thread_id: str | None = None,
+) -> TurnAnswer:
+    """What ``key`` held at the end of ``turn`` on the thread whose present is ``tool_state``.
+
+    ``current_turn`` is the thread's turn count now (the number of human messages in its
+    state). ``turn`` must be ``>= 1``; validating a caller's input is the caller's job, since
+    each addresses a different reader.
+    """
+    entry = tool_state.get(key)
+    if entry is None:
+        return UnknownKey(key=key)
+    if turn > current_turn:
+        return NeverHappened(key=key, turn=turn, total=current_turn)
+    lookup = value_at_turn(entry, turn)
+    if isinstance(lookup, RingHit):
+        return Found(key, turn, lookup.value, lookup.since, lookup.until, source="ring")
+    if isinstance(lookup, RingBeforeFirst):
+        return KeyNotSetYet(key=key, turn=turn, first_turn=lookup.first_turn)
+    if history is None or thread_id is None:
+        return NoHistory(key=key, turn=turn, oldest_in_ring=lookup.oldest_in_ring)
+    snapshot = await history.tool_state_at(thread_id, turn)
+    if turn > snapshot.index.total:
+        return NeverHappened(key=key, turn=turn, total=snapshot.index.total)
+    if snapshot.tool_state is None:
+        return NotRetained(
+            key=key, turn=turn, total=snapshot.index.total, retained=snapshot.index.retained
+        )
+    past = snapshot.tool_state.get(key)
+    if past is None:
+        return KeyNotSetYet(key=key, turn=turn, first_turn=None)
+    if "value" not in past:
+        # The budget had evicted the value at that point; the checkpoint holds no copy.
+        return NotRetained(
+            key=key, turn=turn, total=snapshot.index.total, retained=snapshot.index.retained
+        )
+    return Found(key, turn, past["value"], past["since"], None, source="history")

@@ -1,0 +1,445 @@
+"""``inspect_state``: the model's window onto session state, present and past.
+
+Two readers live here. :func:`read_state_key` is synchronous and reads the present only; it is
+what a host calls directly. :func:`make_inspect_state` builds the asynchronous LangChain tool
+the model calls, which also reads the past (``turn=``, ``versions=``) through
+:func:`mcp_state_versions.history.resolve_turn`.
+
+Every answer is text addressed to a model that will act on it. Mistakes in a call (a miscounted
+turn, a key that does not exist, a path into nothing, a malformed regex) come back as answers
+that say what is there and what to call instead, never as exceptions: an exception ends the
+model's line of thought, an answer lets it correct itself. Wherever the question was about the
+past, an answer that cannot give the old value says so plainly and tells the model not to use
+the current value in its place, because that substitution is the failure this library exists
+to prevent.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+from langchain_core.tools import BaseTool, tool
+from langgraph.prebuilt import ToolRuntime
+from pydantic import Field, WithJsonSchema
+
+from .history import (
+    Found,
+    KeyNotSetYet,
+    NeverHappened,
+    NoHistory,
+    NotRetained,
+    ThreadHistory,
+    TurnAnswer,
+    UnknownKey,
+    resolve_turn,
+)
+from .render import PathError, compile_pattern, grep, resolve_path, shape, show
+from .state import StateEntry, count_turns, state_field
+from .versions import version_chain
+
+__all__ = ["INSPECT_STATE_DESCRIPTION", "make_inspect_state", "read_state_key"]
+
+_REFERENCE_PREFIX = "@state:"
+
+INSPECT_STATE_DESCRIPTION = """\
+Read session state: the values your tools published, by key (e.g. gazet/get_aoi/bbox).
+- key="*" lists every key with a one-line shape. A key marked "rewritten, N versions" has \
+held other values in earlier turns; its current value is only the latest.
+- key=<key> returns the current value. path= reads part of it (e.g. features[0].name); \
+pattern= returns only the matching "path = value" lines.
+- turn=N returns the value as it stood at the end of turn N (turns count the user's \
+messages, from 1). Use it whenever you compare with an earlier result: a later call may have \
+replaced it.
+- versions=true lists every value the key has held, with its turns, in one call."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments
+
+
+class _BadCall(ValueError):
+    """A call the model should correct; the message is the answer it gets."""
+
+
+def _parse_key(key: Any) -> str:
+    if not isinstance(key, str) or not key.strip():
+        raise _BadCall(
+            f'key must be a state key such as "gazet/get_aoi/bbox", or "*" to list them; '
+            f"got {key!r}."
+        )
+    key = key.strip()
+    if key.startswith(_REFERENCE_PREFIX):
+        key = key[len(_REFERENCE_PREFIX) :].strip()
+    return key
+
+
+def _parse_turn(turn: Any) -> int | None:
+    if turn is None or turn == "":
+        return None
+    value: int | None = None
+    if isinstance(turn, bool):
+        value = None
+    elif isinstance(turn, int):
+        value = turn
+    elif isinstance(turn, float) and turn.is_integer():
+        value = int(turn)
+    elif isinstance(turn, str) and turn.strip().lstrip("+-").isdigit():
+        value = int(turn.strip())
+    if value is None:
+        raise _BadCall(
+            f"turn must be a whole number of a turn (1 for the first user message), got "
+            f"{turn!r}. Omit turn to read the current value."
+        )
+    if value < 1:
+        raise _BadCall(
+            f"turn must be 1 or more (turn 1 is the first user message), got {value}. "
+            "Omit turn to read the current value."
+        )
+    return value
+
+
+def _parse_text(name: str, text: Any) -> str | None:
+    if text is None or text == "":
+        return None
+    if not isinstance(text, str):
+        raise _BadCall(f"{name} must be text, got {text!r}.")
+    return text
+
+
+def _parse_flag(name: str, flag: Any) -> bool:
+    if flag in (None, False, "false", "False", 0, ""):
+        return False
+    if flag in (True, "true", "True", 1):
+        return True
+    raise _BadCall(f"{name} must be true or false, got {flag!r}.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the present
+
+
+def _readable(tool_state: Any) -> Mapping[str, Any]:
+    if tool_state is None:
+        return {}
+    if not isinstance(tool_state, Mapping):
+        raise _BadCall(
+            "Session state cannot be read: tool_state holds "
+            f"{type(tool_state).__name__}, not a set of keys. This is a fault in the host "
+            "application, not in your call; tell the user state is unavailable."
+        )
+    return tool_state
+
+
+def _visible(tool_state: Mapping[str, Any], allowed_keys: Sequence[str] | None) -> dict[str, Any]:
+    if allowed_keys is None:
+        return dict(tool_state)
+    return {
+        key: entry
+        for key, entry in tool_state.items()
+        if any(fnmatch.fnmatchcase(key, pattern) for pattern in allowed_keys)
+    }
+
+
+def _unknown_key(key: str, keys: Sequence[str]) -> str:
+    if not keys:
+        return f"No key {key!r}: session state is empty. No tool has published anything yet."
+    close = difflib.get_close_matches(key, keys, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    listed = ", ".join(sorted(keys)[:30])
+    more = f" (+{len(keys) - 30} more)" if len(keys) > 30 else ""
+    return f'No key {key!r} in session state.{hint} Keys: {listed}{more}. key="*" lists them.'
+
+
+def _marker(entry: Mapping[str, Any]) -> str:
+    versions = entry.get("versions", 1) if isinstance(entry, Mapping) else 1
+    return (
+        f" — rewritten, {versions} versions" if isinstance(versions, int) and versions > 1 else ""
+    )
+
+
+def _entry_value(entry: Any) -> tuple[bool, Any]:
+    """``(present, value)``; an entry that is not an entry is shown as its own value."""
+    if isinstance(entry, Mapping) and "seq" in entry:
+        return ("value" in entry, entry.get("value"))
+    return True, entry
+
+
+def _listing(tool_state: Mapping[str, Any], pattern: str | None) -> str:
+    lines = []
+    for key in sorted(tool_state):
+        entry = tool_state[key]
+        present, value = _entry_value(entry)
+        described = shape(value) if present else "(value evicted for size; read it with turn=)"
+        line = f"{key}: {described}{_marker(entry) if isinstance(entry, Mapping) else ''}"
+        lines.append(line)
+    if pattern:
+        regex, _ = compile_pattern(pattern)
+        lines = [line for line in lines if regex.search(line)]
+    if not lines:
+        return "Session state is empty." if not tool_state else "No key matches that pattern."
+    text = "\n".join(lines)
+    if any(_marker(entry) for entry in tool_state.values() if isinstance(entry, Mapping)):
+        text += (
+            "\n(A rewritten key held other values in earlier turns: read one with turn=N, "
+            "or all of them with versions=true.)"
+        )
+    return text
+
+
+def _narrow(value: Any, *, path: str | None, pattern: str | None) -> str:
+    if path is not None:
+        value = resolve_path(value, path)
+    if pattern is None:
+        return show(value)
+    lines, literal = grep(value, pattern)
+    note = " (not a valid regular expression, so it was matched as plain text)" if literal else ""
+    if not lines:
+        return f"No line matches {pattern!r}{note}."
+    prefix = f"Pattern {pattern!r} was matched as plain text: it is not a valid regex.\n"
+    return (prefix if literal else "") + "\n".join(lines)
+
+
+def _rewrite_note(key: str, entry: Mapping[str, Any]) -> str:
+    versions = entry.get("versions", 1)
+    if not isinstance(versions, int) or versions < 2:
+        return ""
+    return (
+        f"\n(Note: {key} has held {versions} values; this is the one since turn "
+        f"{entry.get('since')}. For an earlier one call inspect_state(key={key!r}, turn=N), "
+        "or versions=true to see them all.)"
+    )
+
+
+def _current(key: str, entry: Any, *, path: str | None, pattern: str | None) -> str:
+    present, value = _entry_value(entry)
+    if not present:
+        return (
+            f"{key}'s current value was evicted from session state to keep it within its size "
+            f"budget. It was last written in turn {entry.get('turn')}: read it with "
+            f"inspect_state(key={key!r}, turn={entry.get('turn')})."
+        )
+    body = _narrow(value, path=path, pattern=pattern)
+    return body + (_rewrite_note(key, entry) if isinstance(entry, Mapping) else "")
+
+
+def read_state_key(
+    key: str,
+    state: Any,
+    *,
+    pattern: str | None = None,
+    path: str | None = None,
+    allowed_keys: Sequence[str] | None = None,
+) -> str:
+    """Read ``key`` from graph ``state`` as the model would see it, at present.
+
+    ``key="*"`` lists keys with shapes and rewrite markers. ``path`` drills into the value,
+    ``pattern`` greps its flattened lines, ``allowed_keys`` (glob patterns) limits what is
+    visible. Always returns text; a bad call returns the text that explains it.
+    """
+    try:
+        key = _parse_key(key)
+        pattern = _parse_text("pattern", pattern)
+        path = _parse_text("path", path)
+        tool_state = _visible(_readable(state_field(state, "tool_state")), allowed_keys)
+        if key == "*":
+            return _listing(tool_state, pattern)
+        if key not in tool_state:
+            return _unknown_key(key, list(tool_state))
+        return _current(key, tool_state[key], path=path, pattern=pattern)
+    except (_BadCall, PathError) as error:
+        return str(error)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the past
+
+
+def _span(since: int | None, until: int | None) -> str:
+    if since is None:
+        return "an earlier turn"
+    if until is None:
+        return f"turn {since} on"
+    return f"turn {since}" if since == until else f"turns {since}–{until}"
+
+
+def _turn_range(turns: Sequence[int]) -> str:
+    if not turns:
+        return "none"
+    if list(turns) == list(range(turns[0], turns[-1] + 1)):
+        return f"{turns[0]}–{turns[-1]}" if len(turns) > 1 else str(turns[0])
+    return ", ".join(map(str, turns))
+
+
+def describe_answer(
+    answer: TurnAnswer, *, keys: Sequence[str], path: str | None, pattern: str | None
+) -> str:
+    """The model-facing text of a :data:`~mcp_state_versions.history.TurnAnswer`."""
+    match answer:
+        case Found(key=key, turn=turn, value=value, since=since, until=until):
+            body = _narrow(value, path=path, pattern=pattern)
+            later = (
+                " It is still the current value."
+                if until is None and answer.source == "ring"
+                else " A later turn replaced it; the current value differs."
+                if until is not None
+                else ""
+            )
+            return f"{key} at the end of turn {turn} (held {_span(since, until)}).{later}\n{body}"
+        case NeverHappened(turn=turn, total=total):
+            if total == 0:
+                return f"Turn {turn} never happened: this thread has no turns yet."
+            return (
+                f"Turn {turn} never happened: this thread has had {total} turn"
+                f"{'s' if total != 1 else ''} (turn 1 is the first user message, turn {total} "
+                f"the latest). Call again with a turn from 1 to {total}."
+            )
+        case NotRetained(key=key, turn=turn, retained=retained):
+            return (
+                f"Turn {turn} is no longer retained: this deployment pruned that part of the "
+                f"conversation's history. {key} had a value then, and it cannot be read any "
+                f"more. Retained turns: {_turn_range(retained)}. Do not use the current value "
+                "in its place; say that the earlier value is no longer available."
+            )
+        case KeyNotSetYet(key=key, turn=turn, first_turn=first):
+            when = f" It was first set in turn {first}." if first is not None else ""
+            return f"{key} was not set yet at the end of turn {turn}: it had no value then.{when}"
+        case NoHistory(key=key, turn=turn, oldest_in_ring=oldest):
+            return (
+                f"{key}'s value at the end of turn {turn} is not available: this deployment "
+                f"keeps no turn history, and the versions kept with the key reach back only to "
+                f"turn {oldest}. Do not use the current value in its place; say that the "
+                "earlier value is not available."
+            )
+        case UnknownKey(key=key):
+            return _unknown_key(key, keys)
+    raise AssertionError(f"unhandled answer {answer!r}")  # pragma: no cover
+
+
+def _versions(key: str, entry: Mapping[str, Any], *, path: str | None, pattern: str | None) -> str:
+    if not isinstance(entry, Mapping) or "versions" not in entry:
+        return f"{key} carries no version record; its current value is:\n" + _narrow(
+            entry, path=path, pattern=pattern
+        )
+    chain = version_chain(entry)  # type: ignore[arg-type]
+    older = entry["versions"] - len(chain)
+    total = entry["versions"]
+    lines = [f"{key} has held {total} value{'s' if total != 1 else ''}, oldest first:"]
+    if older > 0:
+        lines.append(
+            f"- {older} older version{'s' if older != 1 else ''} before turn {chain[0][0]}, not "
+            f"kept with the key: read one with turn=N."
+        )
+    for index, (since, item) in enumerate(chain):
+        last = index == len(chain) - 1
+        until = None if last else chain[index + 1][0] - 1
+        label = f"{_span(since, until)}{' (current)' if last else ''}"
+        if "value" in item:
+            try:
+                body = _narrow(item["value"], path=path, pattern=pattern)
+            except PathError as error:
+                body = f"({error})"
+            lines.append(f"- {label}: {body}")
+        else:
+            lines.append(f"- {label}: (value not kept with the key; read it with turn={since})")
+    return "\n".join(lines)
+
+
+def make_inspect_state(
+    allowed_keys: Sequence[str] | None = None,
+    history: ThreadHistory | None = None,
+) -> BaseTool:
+    """Build the async ``inspect_state`` tool.
+
+    ``allowed_keys`` (glob patterns) limits which keys the model may read; ``None`` allows all.
+    ``history`` answers ``turn=`` reads older than an entry's ring; without it such reads say
+    this deployment keeps no turn history. The thread is the one in the tool call's config
+    (``configurable.thread_id``).
+    """
+
+    @tool("inspect_state", description=INSPECT_STATE_DESCRIPTION)
+    async def inspect_state(
+        key: Annotated[
+            Any,
+            WithJsonSchema({"type": "string"}),
+            Field(description='A state key such as "gazet/get_aoi/bbox", or "*" to list keys.'),
+        ],
+        runtime: ToolRuntime,
+        pattern: Annotated[
+            Any,
+            WithJsonSchema({"type": "string"}),
+            Field(description="Regular expression; only matching 'path = value' lines return."),
+        ] = None,
+        path: Annotated[
+            Any,
+            WithJsonSchema({"type": "string"}),
+            Field(description="Part of the value to read, e.g. features[0].name."),
+        ] = None,
+        turn: Annotated[
+            Any,
+            WithJsonSchema({"type": "integer", "minimum": 1}),
+            Field(description="Read the value as it stood at the end of this turn (1 = first)."),
+        ] = None,
+        versions: Annotated[
+            Any,
+            WithJsonSchema({"type": "boolean"}),
+            Field(description="List every value the key has held, with its turns."),
+        ] = False,
+    ) -> str:
+        try:
+            key_ = _parse_key(key)
+            turn_ = _parse_turn(turn)
+            pattern_ = _parse_text("pattern", pattern)
+            path_ = _parse_text("path", path)
+            all_versions = _parse_flag("versions", versions)
+            if turn_ is None and not all_versions:
+                return read_state_key(
+                    key_, runtime.state, pattern=pattern_, path=path_, allowed_keys=allowed_keys
+                )
+            tool_state = _visible(_readable(state_field(runtime.state, "tool_state")), allowed_keys)
+            if key_ == "*":
+                return (
+                    'turn= and versions= read one key; call key="*" without them to list keys, '
+                    "then read the key you need."
+                )
+            if key_ not in tool_state:
+                return _unknown_key(key_, list(tool_state))
+            if key_ not in _as_entries(tool_state):
+                return (
+                    f"{key_} carries no version record (it was stored without this library's "
+                    "reducer), so only its current value can be read: call without turn= or "
+                    "versions=."
+                )
+            if all_versions and turn_ is None:
+                return _versions(key_, tool_state[key_], path=path_, pattern=pattern_)
+            assert turn_ is not None
+            answer = await resolve_turn(
+                _as_entries(tool_state),
+                key_,
+                turn_,
+                current_turn=count_turns(state_field(runtime.state, "messages")),
+                history=history,
+                thread_id=_thread_id(runtime),
+            )
+            return describe_answer(answer, keys=list(tool_state), path=path_, pattern=pattern_)
+        except (_BadCall, PathError) as error:
+            return str(error)
+
+    return inspect_state
+
+
+def _as_entries(tool_state: Mapping[str, Any]) -> Mapping[str, StateEntry]:
+    """Only true entries can answer for the past; a raw value is treated as unversioned."""
+    return {
+        key: entry
+        for key, entry in tool_state.items()
+        if isinstance(entry, Mapping) and "versions" in entry and "since" in entry
+    }
+
+
+def _thread_id(runtime: ToolRuntime) -> str | None:
+    configurable = (runtime.config or {}).get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    return None if thread_id is None else str(thread_id)

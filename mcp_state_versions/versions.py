@@ -1,0 +1,262 @@
+"""The version index one entry carries: how it advances on a write, and what it can answer.
+
+A key in ``tool_state`` holds one current value. This module adds, on the entry itself, the
+count of values the key has held and a bounded ring of the values before the current one. Both
+are maintained when a write is merged, so that
+
+* a listing can say ``rewritten, 3 versions`` without reading anything but the entry, and
+* ``inspect_state(key, turn=N)`` for a recent turn is a lookup in the ring instead of a walk
+  over checkpoint history, whose cost grows with the whole conversation.
+
+What counts as a version is deliberately narrow, because the marker is only worth reading if it
+means something changed:
+
+* A *version* is a value the key held **at the end of a turn**. Two writes in one turn leave one
+  version (the later); a value republished unchanged in a later turn is the same version.
+* Values are compared by their canonical JSON text (sorted keys, no whitespace), so ``1`` and
+  ``True`` differ, and so do ``1`` and ``1.0``; key order inside an object does not matter.
+
+Each version is identified by the first turn whose end held it (``since`` on the entry, ``turn``
+on a ring item). The value at the end of turn N is then the newest version whose first turn is
+``<= N``; versions are contiguous, so no end turn needs storing.
+
+The ring keeps the *values* of the newest ``ring_size`` prior versions that also fit in
+``ring_bytes``; older ones keep their turn, seq and digest only (so a lookup knows the walk is
+needed and the same-turn rule below stays exact), and past ``max(ring_size, 1)`` items they are
+dropped and only counted. ``versions == len(ring) + 1`` says the ring reaches back to the key's
+first version; anything else means older versions exist that only checkpoint history holds.
+
+Everything here is a pure function of its arguments: no clock, no randomness, no mutation. The
+reducer relies on that for LangGraph's replay law (see :mod:`mcp_state_versions.state`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .state import PriorVersion, StateEntry
+
+__all__ = [
+    "RingBeforeFirst",
+    "RingHit",
+    "RingLookup",
+    "RingMiss",
+    "RingPolicy",
+    "advance",
+    "canonical",
+    "ring_reaches_first",
+    "strip_ring_values",
+    "value_at_turn",
+    "version_chain",
+]
+
+
+def canonical(value: Any) -> tuple[str, int]:
+    """Return ``(digest, size)`` of a JSON value's canonical text.
+
+    The digest decides whether two values are the same version; the size (UTF-8 bytes) is what
+    the ring and the ``tool_state`` budget count. Both come from one serialization so a write is
+    serialized once.
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    data = text.encode()
+    return hashlib.blake2b(data, digest_size=12).hexdigest(), len(data)
+
+
+@dataclass(frozen=True, slots=True)
+class RingPolicy:
+    """How much of a key's past its entry keeps.
+
+    ``ring_size`` prior versions keep their value, as long as together they fit in
+    ``ring_bytes`` (newest first). ``ring_size=0`` keeps no prior values: every turn read older
+    than the current version goes to checkpoint history.
+    """
+
+    ring_size: int = 8
+    ring_bytes: int = 256 * 1024
+
+    def __post_init__(self) -> None:
+        if self.ring_size < 0 or self.ring_bytes < 0:
+            raise ValueError(
+                f"ring_size and ring_bytes must be >= 0, got {self.ring_size} and {self.ring_bytes}"
+            )
+
+    @property
+    def slots(self) -> int:
+        """Ring items kept at all: at least one, so the previous version's identity survives."""
+        return max(self.ring_size, 1)
+
+
+def advance(
+    entry: StateEntry | None,
+    *,
+    value: Any,
+    tool: str | None,
+    seq: int,
+    turn: int,
+    policy: RingPolicy,
+) -> StateEntry:
+    """Return the entry after a write of ``value`` at ``turn`` with write number ``seq``.
+
+    ``turn`` must already be effective (never older than ``entry["turn"]``; the reducer sees to
+    that). Four cases, each keeping ``versions`` equal to the number of distinct consecutive
+    turn-end values:
+
+    1. first write: one version, since this turn;
+    2. same value as now: not a new version (seq, turn and tool still advance);
+    3. current value was set in this same turn: it never reached a turn end, so it is replaced;
+       if the new value equals the version before it, the two merge back into that version;
+    4. otherwise: the current value becomes the newest ring item and the write a new version.
+    """
+    digest, size = canonical(value)
+    head: dict[str, Any] = {
+        "value": value,
+        "tool": tool,
+        "seq": seq,
+        "turn": turn,
+        "digest": digest,
+        "size": size,
+    }
+    if entry is None:
+        return _held({**head, "since": turn, "versions": 1, "ring": []})
+    ring: list[PriorVersion] = list(entry.get("ring", []))
+    if digest == entry["digest"]:
+        return _held({**entry, **head})
+    if entry["since"] == turn:
+        if ring and ring[-1]["digest"] == digest:
+            previous = ring.pop()
+            return _held(
+                {**head, "since": previous["turn"], "versions": entry["versions"] - 1, "ring": ring}
+            )
+        return _held({**entry, **head, "ring": ring})
+    retired: dict[str, Any] = {
+        "turn": entry["since"],
+        "seq": entry["seq"],
+        "digest": entry["digest"],
+    }
+    if "value" in entry:
+        retired["value"] = entry["value"]
+        retired["size"] = entry["size"]
+    ring.append(retired)  # type: ignore[arg-type]
+    return _held(
+        {**head, "since": turn, "versions": entry["versions"] + 1, "ring": _trim(ring, policy)}
+    )
+
+
+def _held(entry: dict[str, Any]) -> StateEntry:
+    """Stamp ``bytes``: what the entry holds in values, so the budget sums one field per key."""
+    held = entry["size"] if "value" in entry else 0
+    for item in entry["ring"]:
+        held += item.get("size", 0)
+    entry["bytes"] = held
+    return entry  # type: ignore[return-value]
+
+
+def _trim(ring: list[PriorVersion], policy: RingPolicy) -> list[PriorVersion]:
+    """Apply the count and byte bounds, newest first; see the module docstring."""
+    ring = ring[-policy.slots :]
+    budget = policy.ring_bytes
+    kept: list[PriorVersion] = []
+    for position, item in enumerate(reversed(ring)):
+        if "value" in item:
+            if position < policy.ring_size and item["size"] <= budget:
+                budget -= item["size"]
+            else:
+                item = _without_value(item)
+                budget = -1  # once one value is out, every older one is out too
+        kept.append(item)
+    kept.reverse()
+    return kept
+
+
+def _without_value(item: PriorVersion) -> PriorVersion:
+    return {k: v for k, v in item.items() if k not in ("value", "size")}  # type: ignore[return-value]
+
+
+def strip_ring_values(entry: StateEntry, count: int) -> StateEntry:
+    """Return ``entry`` with the values of its ``count`` oldest valued ring items removed.
+
+    Used by the ``tool_state`` budget, which gives up old versions before current values.
+    """
+    ring = list(entry.get("ring", []))
+    for index, item in enumerate(ring):
+        if count <= 0:
+            break
+        if "value" in item:
+            ring[index] = _without_value(item)
+            count -= 1
+    return _held({**entry, "ring": ring})
+
+
+def ring_reaches_first(entry: StateEntry) -> bool:
+    """Whether the ring still holds (at least the identity of) the key's first version."""
+    return entry["versions"] == len(entry.get("ring", [])) + 1
+
+
+def version_chain(entry: StateEntry) -> list[tuple[int, PriorVersion | StateEntry]]:
+    """The versions the entry knows of, oldest first, as ``(first turn, item)`` pairs.
+
+    The last pair is the current value (the entry itself).
+    """
+    chain: list[tuple[int, PriorVersion | StateEntry]] = [
+        (item["turn"], item) for item in entry.get("ring", [])
+    ]
+    chain.append((entry["since"], entry))
+    return chain
+
+
+@dataclass(frozen=True, slots=True)
+class RingHit:
+    """The entry itself answers: ``value`` was the key's value at the end of the turn asked.
+
+    ``since`` is the first turn of that version, ``until`` its last (``None`` for the current
+    version, which lasts until now).
+    """
+
+    value: Any
+    since: int
+    until: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RingBeforeFirst:
+    """The key was first set in ``first_turn``, after the turn asked."""
+
+    first_turn: int
+
+
+@dataclass(frozen=True, slots=True)
+class RingMiss:
+    """The entry does not hold that version's value; only checkpoint history can answer.
+
+    ``oldest_in_ring`` is the earliest turn the entry can still answer for itself.
+    """
+
+    oldest_in_ring: int
+
+
+RingLookup = RingHit | RingBeforeFirst | RingMiss
+
+
+def value_at_turn(entry: StateEntry, turn: int) -> RingLookup:
+    """Answer "what did this key hold at the end of ``turn``" from the entry alone.
+
+    The caller has already checked that ``turn`` is a turn the thread has had.
+    """
+    chain = version_chain(entry)
+    answerable = [since for since, item in chain if "value" in item]
+    oldest = answerable[0] if answerable else entry["since"]
+    for index in range(len(chain) - 1, -1, -1):
+        since, item = chain[index]
+        if since <= turn:
+            if "value" not in item:
+                return RingMiss(oldest_in_ring=oldest)
+            until = None if index == len(chain) - 1 else chain[index + 1][0] - 1
+            return RingHit(value=item["value"], since=since, until=until)
+    if ring_reaches_first(entry):
+        return RingBeforeFirst(first_turn=chain[0][0])
+    return RingMiss(oldest_in_ring=oldest)

@@ -1,0 +1,70 @@
+"""A rule-following scripted model and conversation helpers shared by the agent-level tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from mcp_state_versions.agent import build_agent, run_turn
+from mcp_state_versions.demo import get_aoi
+from mcp_state_versions.history import TurnAnswer, resolve_turn
+from mcp_state_versions.scripted import ScriptedChatModel, call
+from mcp_state_versions.state import count_turns
+
+BBOX = "gazet/get_aoi/bbox"
+
+
+def respond(messages: Sequence[BaseMessage]) -> AIMessage:
+    """'find <place>' calls get_aoi; anything else, or a tool result, gets a short reply."""
+    last = messages[-1]
+    if isinstance(last, HumanMessage) and str(last.content).startswith("find "):
+        place = str(last.content)[5:]
+        return AIMessage("", tool_calls=[call("get_aoi", f"c{len(messages)}", place=place)])
+    if isinstance(last, ToolMessage):
+        return AIMessage("done")
+    return AIMessage("noted")
+
+
+def agent_on(saver: Any, **options: Any) -> Any:
+    return build_agent(ScriptedChatModel(respond=respond), [get_aoi], checkpointer=saver, **options)
+
+
+async def end_of_turn_checkpoint(agent: Any, thread_id: str, turn: int) -> str:
+    """The id of the checkpoint that ended ``turn`` on the current branch (walking parents)."""
+    snapshot = await agent.aget_state({"configurable": {"thread_id": thread_id}})
+    while snapshot is not None:
+        if count_turns(snapshot.values.get("messages")) <= turn:
+            return snapshot.config["configurable"]["checkpoint_id"]
+        parent = snapshot.parent_config
+        snapshot = await agent.aget_state(parent) if parent else None
+    raise AssertionError(f"turn {turn} not found")
+
+
+async def fork_at(agent: Any, thread_id: str, turn: int, text: str) -> None:
+    """Continue ``thread_id`` from the end of ``turn`` with a new user message (a fork)."""
+    checkpoint_id = await end_of_turn_checkpoint(agent, thread_id, turn)
+    await run_turn(agent, thread_id, text, checkpoint_id=checkpoint_id)
+
+
+async def answers(agent: Any, thread_id: str, history: Any, key: str = BBOX) -> list[TurnAnswer]:
+    """resolve_turn for every turn of the thread, as the tool would ask it."""
+    state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+    total = count_turns(state["messages"])
+    return [
+        await resolve_turn(
+            state.get("tool_state", {}),
+            key,
+            turn,
+            current_turn=total,
+            history=history,
+            thread_id=thread_id,
+        )
+        for turn in range(1, total + 1)
+    ]
+
+
+def plain(answer: TurnAnswer) -> tuple[str, Any]:
+    """An answer reduced to what must agree across ring, walk and reload."""
+    return (type(answer).__name__, getattr(answer, "value", None))

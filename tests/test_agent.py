@@ -1,0 +1,111 @@
+"""The seed's scenario end to end through ``build_agent``, and the wiring around it."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import tool
+
+from mcp_state_versions import ScriptedChatModel, build_agent, run_turn, with_session_state
+from mcp_state_versions.checkpoint_walk import CheckpointHistory
+from mcp_state_versions.demo import get_aoi, run_demo
+from mcp_state_versions.retention import PruningInMemorySaver
+from mcp_state_versions.scripted import ScriptExhausted, call
+
+BBOX = "gazet/get_aoi/bbox"
+
+
+def seed_script() -> list[AIMessage]:
+    return [
+        AIMessage("", tool_calls=[call("get_aoi", "a", place="Copenhagen")]),
+        AIMessage("found"),
+        AIMessage("Denmark."),
+        AIMessage("", tool_calls=[call("get_aoi", "b", place="Aarhus")]),
+        AIMessage(
+            "",
+            tool_calls=[
+                call("inspect_state", "c", key="*"),
+                call("inspect_state", "d", key=BBOX, turn=1),
+                call("inspect_state", "e", key=BBOX, turn=3),
+            ],
+        ),
+        AIMessage("compared"),
+    ]
+
+
+class SpyHistory(CheckpointHistory):
+    """The real walk, counting how often it is asked."""
+
+    calls = 0
+
+    async def tool_state_at(self, thread_id: str, turn: int):  # type: ignore[no-untyped-def]
+        SpyHistory.calls += 1
+        return await super().tool_state_at(thread_id, turn)
+
+
+@pytest.mark.parametrize("with_history", [False, True])
+async def test_seed_scenario_through_the_agent(with_history: bool) -> None:
+    saver = PruningInMemorySaver()
+    # history=None proves the turn=1 answer comes from the ring; the spy proves no walk ran.
+    history = SpyHistory(saver) if with_history else None
+    SpyHistory.calls = 0
+    agent = build_agent(
+        ScriptedChatModel(replies=seed_script()), [get_aoi], checkpointer=saver, history=history
+    )
+    for text in ["Find Copenhagen", "Which country?", "Find Aarhus and compare"]:
+        state = await run_turn(agent, "seed", text)
+    replies = {
+        m.tool_call_id: str(m.content) for m in state["messages"] if isinstance(m, ToolMessage)
+    }
+    assert replies["a"].startswith("[state updated: gazet/get_aoi/bbox")
+    assert f"{BBOX}: list[4] of 9.9 — rewritten, 2 versions" in replies["c"]
+    assert replies["d"].endswith("[12.4, 55.5, 12.7, 55.8]")
+    assert replies["e"].endswith("[9.9, 56.1, 10.3, 56.2]")
+    assert SpyHistory.calls == 0
+    entry = state["tool_state"][BBOX]
+    assert (entry["versions"], entry["turn"], entry["tool"]) == (2, 3, "get_aoi")
+
+
+def test_with_session_state_adds_exactly_one_inspect_state() -> None:
+    tools = with_session_state([get_aoi], PruningInMemorySaver())
+    assert [t.name for t in tools] == ["get_aoi", "inspect_state"]
+
+    @tool
+    def inspect_state(key: str) -> str:
+        """A clashing tool."""
+        return key
+
+    with pytest.raises(ValueError, match="already include an 'inspect_state'"):
+        with_session_state([inspect_state])
+
+
+async def test_run_turn_stamps_the_turn_into_checkpoint_metadata() -> None:
+    saver = PruningInMemorySaver()
+    agent = build_agent(
+        ScriptedChatModel(replies=[AIMessage("one"), AIMessage("two")]), [], checkpointer=saver
+    )
+    await run_turn(agent, "t", "hello")
+    await run_turn(agent, "t", "again")
+    stamps = [
+        (c.metadata.get("source"), c.metadata.get("mcp_state_versions_turn"))
+        async for c in saver.alist({"configurable": {"thread_id": "t"}})
+    ]
+    assert ("input", 2) in stamps and ("loop", 2) in stamps and ("loop", 1) in stamps
+    assert (await CheckpointHistory(saver).turns("t")).total == 2
+
+
+async def test_a_script_that_runs_out_fails_loudly() -> None:
+    agent = build_agent(ScriptedChatModel(replies=[]), [])
+    with pytest.raises(ScriptExhausted, match="all were used"):
+        await agent.ainvoke({"messages": [("user", "hi")]})
+
+
+async def test_the_demo_runs_and_shows_each_outcome() -> None:
+    lines: list[str] = []
+    await run_demo(PruningInMemorySaver(), out=lines.append)
+    text = "\n".join(lines)
+    assert "rewritten, 2 versions" in text
+    assert "at the end of turn 1 (held turns 1–2)" in text
+    assert "Turn 7 never happened" in text
+    assert "Turn 1 is no longer retained" in text
+    assert text.count("[12.4, 55.5, 12.7, 55.8]") >= 3  # turn 1 read before and after pruning

@@ -1,0 +1,227 @@
+"""The checkpoint walk: fork-correct, equal to the ring, equal after reload, on every backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from mcp_state_versions.agent import run_turn
+from mcp_state_versions.checkpoint_walk import CheckpointHistory
+from mcp_state_versions.demo import GAZETTEER
+from mcp_state_versions.history import Found, KeyNotSetYet, NeverHappened, NotRetained
+from mcp_state_versions.retention import PruningInMemorySaver, prune_thread
+
+from .conftest import open_backend
+from .helpers import BBOX, agent_on, answers, fork_at, plain
+
+CPH, AAR, OSLO = (GAZETTEER[p]["bbox"] for p in ("copenhagen", "aarhus", "oslo"))
+
+
+async def seed_then_fork(agent: Any, thread_id: str) -> None:
+    """Copenhagen, chat, Aarhus; then back to the end of turn 1 and Oslo from there."""
+    for text in ["find Copenhagen", "what country?", "find Aarhus"]:
+        await run_turn(agent, thread_id, text)
+    await fork_at(agent, thread_id, 1, "find Oslo")
+
+
+async def test_fork_never_leaks_the_abandoned_branch(saver: Any, thread_id: str) -> None:
+    agent = agent_on(saver, ring_size=0)
+    await seed_then_fork(agent, thread_id)
+    history = CheckpointHistory(saver)
+    assert (await history.turns(thread_id)).total == 2
+    got = await answers(agent, thread_id, history)
+    assert [plain(a) for a in got] == [("Found", CPH), ("Found", OSLO)]
+    assert got[0].source == "history"
+    for turn in (1, 2):
+        snapshot = await history.tool_state_at(thread_id, turn)
+        assert snapshot.tool_state is not None
+        assert snapshot.tool_state[BBOX]["value"] != AAR
+    assert (await history.tool_state_at(thread_id, 3)).tool_state is None
+
+
+async def test_unstamped_runs_and_generic_savers_walk_the_same(thread_id: str) -> None:
+    """Runs started without run_turn carry no turn stamp; a saver without a lineage scan is
+    walked link by link. Both must give the stamped fast path's answers."""
+
+    class PlainSaver(BaseCheckpointSaver):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = PruningInMemorySaver()
+
+        async def aget_tuple(self, config):  # type: ignore[no-untyped-def]
+            return await self.inner.aget_tuple(config)
+
+        def alist(self, config, **kwargs):  # type: ignore[no-untyped-def]
+            return self.inner.alist(config, **kwargs)
+
+        async def aput(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return await self.inner.aput(*args, **kwargs)
+
+        async def aput_writes(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return await self.inner.aput_writes(*args, **kwargs)
+
+        def get_next_version(self, current, channel):  # type: ignore[no-untyped-def]
+            return self.inner.get_next_version(current, channel)
+
+    plain_saver = PlainSaver()
+    agent = agent_on(plain_saver, ring_size=0)
+    for text in ["find Copenhagen", "what?", "find Aarhus", "find Oslo"]:
+        await agent.ainvoke(
+            {"messages": [("user", text)]}, {"configurable": {"thread_id": thread_id}}
+        )
+    got = await answers(agent, thread_id, CheckpointHistory(plain_saver))
+    assert [plain(a) for a in got] == [
+        ("Found", CPH),
+        ("Found", CPH),
+        ("Found", AAR),
+        ("Found", OSLO),
+    ]
+
+
+async def test_a_wrong_stamp_is_caught_by_the_messages(thread_id: str) -> None:
+    saver = PruningInMemorySaver()
+    agent = agent_on(saver, ring_size=0)
+    config = {"configurable": {"thread_id": thread_id}}
+    for text, stamp in [("find Copenhagen", 1), ("find Aarhus", 7), ("find Oslo", 3)]:
+        await agent.ainvoke(
+            {"messages": [("user", text)]},
+            {**config, "metadata": {"mcp_state_versions_turn": stamp}},
+        )
+    got = await answers(agent, thread_id, CheckpointHistory(saver))
+    assert [plain(a) for a in got] == [("Found", CPH), ("Found", AAR), ("Found", OSLO)]
+
+
+async def test_reload_equals_live(tmp_path: Any, thread_id: str) -> None:
+    for kind in ("sqlite", "postgres"):
+        async with await open_backend(kind, tmp_path) as saver:
+            agent = agent_on(saver, ring_size=1)
+            await seed_then_fork(agent, thread_id)
+            await run_turn(agent, thread_id, "find Aarhus")
+            await run_turn(agent, thread_id, "find Copenhagen")
+            live = {
+                key: await answers(agent, thread_id, CheckpointHistory(saver), key)
+                for key in ("gazet/get_aoi/bbox", "gazet/get_aoi/name", "gazet/get_aoi/country")
+            }
+        async with await open_backend(kind, tmp_path) as reopened:
+            agent = agent_on(reopened, ring_size=1)
+            again = {
+                key: await answers(agent, thread_id, CheckpointHistory(reopened), key)
+                for key in live
+            }
+        assert again == live
+        assert [plain(a) for a in live[BBOX]] == [
+            ("Found", CPH),
+            ("Found", OSLO),
+            ("Found", AAR),
+            ("Found", CPH),
+        ]
+
+
+async def test_never_happened_and_pruned_are_distinct(saver: Any, thread_id: str) -> None:
+    agent = agent_on(saver, ring_size=0)
+    for text in ["what?", "find Copenhagen", "find Aarhus", "find Oslo", "thanks"]:
+        await run_turn(agent, thread_id, text)
+    history = CheckpointHistory(saver)
+    before = await answers(agent, thread_id, history)
+    assert isinstance(before[0], KeyNotSetYet)
+    assert [plain(a) for a in before[1:]] == [
+        ("Found", CPH),
+        ("Found", AAR),
+        ("Found", OSLO),
+        ("Found", OSLO),
+    ]
+    result = await prune_thread(saver, thread_id, keep_turns=2)
+    assert result.retained_turns == (4, 5) and result.total_turns == 5 and result.deleted > 0
+    after = await answers(agent, thread_id, history)
+    for answer in after[:3]:
+        assert isinstance(answer, NotRetained) and answer.retained == (4, 5)
+    assert [plain(a) for a in after[3:]] == [("Found", OSLO), ("Found", OSLO)]
+    state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+    from mcp_state_versions.history import resolve_turn
+
+    beyond = await resolve_turn(
+        state["tool_state"], BBOX, 6, current_turn=5, history=history, thread_id=thread_id
+    )
+    assert isinstance(beyond, NeverHappened) and beyond.total == 5
+    # The thread goes on after pruning.
+    await run_turn(agent, thread_id, "find Aarhus")
+    assert plain((await answers(agent, thread_id, history))[-1]) == ("Found", AAR)
+
+
+async def test_a_ring_held_version_survives_pruning(saver: Any, thread_id: str) -> None:
+    agent = agent_on(saver)
+    for text in ["find Copenhagen", "find Aarhus", "find Oslo"]:
+        await run_turn(agent, thread_id, text)
+    await prune_thread(saver, thread_id, keep_turns=1)
+    got = await answers(agent, thread_id, CheckpointHistory(saver))
+    assert [plain(a) for a in got] == [("Found", CPH), ("Found", AAR), ("Found", OSLO)]
+    assert all(isinstance(a, Found) and a.source == "ring" for a in got)
+
+
+# -- ring, walk and reference agree on random conversations --------------------------------------
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("find"), st.sampled_from(["Copenhagen", "Aarhus", "Oslo"])),
+        st.tuples(st.just("chat"), st.just("")),
+        st.tuples(st.just("fork"), st.integers(0, 5)),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+async def converse(plan: list[tuple[str, Any]], runs: list[tuple[Any, str]]) -> list[Any]:
+    """Play ``plan`` on each (agent, thread); return the reference turn-end bbox values."""
+    reference: list[Any] = []  # bbox at the end of each turn of the current branch
+    for action, argument in plan:
+        if action == "fork" and len(reference) >= 2:
+            back = argument % (len(reference) - 1) + 1
+            reference = reference[:back]
+            for agent, thread in runs:
+                await fork_at(agent, thread, back, "find Oslo")
+            reference.append(OSLO)
+            continue
+        text = f"find {argument}" if action == "find" else "chat"
+        for agent, thread in runs:
+            await run_turn(agent, thread, text)
+        previous = reference[-1] if reference else None
+        reference.append(GAZETTEER[argument.lower()]["bbox"] if action == "find" else previous)
+    return reference
+
+
+async def check_agreement(plan: list[tuple[str, Any]], ring: tuple, walk: tuple) -> None:
+    """Ring-8 and ring-0 deployments of the same conversation give the reference's answers."""
+    (ring_saver, ring_thread), (walk_saver, walk_thread) = ring, walk
+    runs = [(agent_on(ring_saver), ring_thread), (agent_on(walk_saver, ring_size=0), walk_thread)]
+    reference = await converse(plan, runs)
+    if all(value is None for value in reference):
+        expected = [("UnknownKey", None)] * len(reference)
+    else:
+        expected = [("KeyNotSetYet", None) if v is None else ("Found", v) for v in reference]
+    for (agent, thread), saver in zip(runs, (ring_saver, walk_saver), strict=True):
+        assert [
+            plain(a) for a in await answers(agent, thread, CheckpointHistory(saver))
+        ] == expected
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps)
+async def test_ring_walk_and_reference_agree_in_memory(plan: list[tuple[str, Any]]) -> None:
+    await check_agreement(plan, (PruningInMemorySaver(), "t"), (PruningInMemorySaver(), "t"))
+
+
+FIXED_PLANS = [
+    [("find", "Copenhagen"), ("chat", ""), ("find", "Aarhus"), ("fork", 0), ("find", "Aarhus")],
+    [("chat", ""), ("find", "Oslo"), ("find", "Oslo"), ("fork", 1), ("chat", ""), ("fork", 3)],
+]
+
+
+async def test_ring_walk_and_reference_agree_on_every_backend(saver: Any, thread_id: str) -> None:
+    for index, plan in enumerate(FIXED_PLANS):
+        # Two threads of one saver stand in for the two deployments.
+        name = f"{thread_id}-{index}"
+        await check_agreement(plan, (saver, f"{name}-ring"), (saver, f"{name}-walk"))

@@ -1,0 +1,196 @@
+"""``inspect_state`` and ``read_state_key``: what the model reads, including for bad calls."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from mcp_state_versions.history import TurnIndex, TurnSnapshot
+from mcp_state_versions.inspect_tool import make_inspect_state, read_state_key
+from mcp_state_versions.state import merge_tool_state
+
+from .conftest import runtime_for
+
+BBOX = "gazet/get_aoi/bbox"
+CPH = [12.4, 55.5, 12.7, 55.8]
+AAR = [9.9, 56.1, 10.3, 56.2]
+
+
+def seed_state() -> dict[str, Any]:
+    tool_state = merge_tool_state({}, {BBOX: {"value": CPH, "tool": "get_aoi", "turn": 1}})
+    tool_state = merge_tool_state(
+        tool_state,
+        {
+            BBOX: {"value": AAR, "tool": "get_aoi", "turn": 3},
+            "gazet/get_aoi/feature": {
+                "value": {"name": "Aarhus", "image": "data:image/png;base64," + "A" * 5000},
+                "turn": 3,
+            },
+        },
+    )
+    messages = [HumanMessage("one"), HumanMessage("two"), HumanMessage("three")]
+    return {"messages": messages, "tool_state": tool_state}
+
+
+async def ask(state: Any, history: Any = None, thread_id: str | None = "t", **args: Any) -> str:
+    tool = make_inspect_state(history=history)
+    return await tool.ainvoke({**args, "runtime": runtime_for(state, thread_id)})
+
+
+def test_listing_marks_the_rewritten_key() -> None:
+    text = read_state_key("*", seed_state())
+    assert f"{BBOX}: list[4] of 9.9 — rewritten, 2 versions" in text
+    assert "gazet/get_aoi/feature: object{name, image}\n" in text
+    assert "turn=N" in text
+
+
+def test_single_read_notes_the_rewrite_and_redacts_data_uris() -> None:
+    text = read_state_key(BBOX, seed_state())
+    assert text.startswith("[9.9, 56.1, 10.3, 56.2]")
+    assert "has held 2 values" in text and "turn=N" in text
+    feature = read_state_key("gazet/get_aoi/feature", seed_state())
+    assert "<image/png, 5,022 chars, redacted>" in feature and "AAAA" not in feature
+
+
+async def test_turn_reads_come_from_the_ring_without_history() -> None:
+    state = seed_state()
+    assert str(CPH) in await ask(state, key=BBOX, turn=1)
+    assert "turns 1–2" in await ask(state, key=BBOX, turn=2)
+    assert str(AAR) in await ask(state, key=BBOX, turn=3)
+    not_yet = await ask(state, key="gazet/get_aoi/feature", turn=2)
+    assert "was not set yet at the end of turn 2" in not_yet and "first set in turn 3" in not_yet
+
+
+async def test_versions_lists_every_value_in_one_call() -> None:
+    text = await ask(seed_state(), key=BBOX, versions=True)
+    assert "has held 2 values" in text
+    assert f"turns 1–2: {CPH}" in text and f"turn 3 on (current): {AAR}" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ({"key": BBOX, "turn": 0}, "turn must be 1 or more"),
+        ({"key": BBOX, "turn": -2}, "turn must be 1 or more"),
+        ({"key": BBOX, "turn": "first"}, "turn must be a whole number"),
+        ({"key": BBOX, "turn": 1.5}, "turn must be a whole number"),
+        ({"key": BBOX, "turn": True}, "turn must be a whole number"),
+        ({"key": BBOX, "turn": 10**12}, "Turn 1000000000000 never happened: this thread has had 3"),
+        ({"key": BBOX, "turn": 4}, "Call again with a turn from 1 to 3"),
+        ({"key": "gazet/get_aoi/bbx"}, "Did you mean gazet/get_aoi/bbox"),
+        ({"key": "nothing", "turn": 1}, "No key 'nothing'"),
+        ({"key": 42}, "key must be a state key"),
+        ({"key": BBOX, "path": "features[0]"}, "index it with a number"),
+        ({"key": BBOX, "path": "[9]"}, "index 9 is out of range"),
+        (
+            {"key": "gazet/get_aoi/feature", "path": "geometry"},
+            "has no key 'geometry'; it has: name",
+        ),
+        ({"key": BBOX, "pattern": "[9.9"}, "matched as plain text"),
+        ({"key": "*", "turn": 1}, 'call key="*" without them'),
+        ({"key": BBOX, "versions": "maybe"}, "versions must be true or false"),
+    ],
+)
+async def test_bad_calls_are_answered_not_raised(args: dict[str, Any], fragment: str) -> None:
+    assert fragment in await ask(seed_state(), **args)
+
+
+async def test_turn_read_strings_and_state_references_are_accepted() -> None:
+    assert str(CPH) in await ask(seed_state(), key=f"@state:{BBOX}", turn="1")
+
+
+async def test_path_and_pattern_narrow_an_old_value() -> None:
+    text = await ask(seed_state(), key=BBOX, turn=1, path="[0]")
+    assert text.endswith("\n12.4")
+    text = await ask(seed_state(), key=BBOX, turn=1, pattern=r"^\[3\]")
+    assert text.endswith("[3] = 55.8")
+
+
+async def test_without_history_an_old_version_is_refused_not_substituted() -> None:
+    tool_state: dict = {}
+    for turn, value in enumerate(["v1", "v2", "v3"], start=1):
+        tool_state = merge_tool_state(tool_state, {"k": {"value": value, "turn": turn}})
+    state = {"messages": [HumanMessage(str(i)) for i in range(3)], "tool_state": tool_state}
+    tool = make_inspect_state()
+    # The default ring holds both prior values; shrink it by building with ring_size=1.
+    from mcp_state_versions.state import make_merge_tool_state
+
+    small = make_merge_tool_state(ring_size=1)
+    tool_state = {}
+    for turn, value in enumerate(["v1", "v2", "v3"], start=1):
+        tool_state = small(tool_state, {"k": {"value": value, "turn": turn}})
+    state["tool_state"] = tool_state
+    text = await tool.ainvoke({"key": "k", "turn": 1, "runtime": runtime_for(state, "t")})
+    assert "keeps no turn history" in text and "reach back only to turn 2" in text
+    assert "v3" not in text and "Do not use the current value" in text
+
+
+class StubHistory:
+    """A ThreadHistory that has pruned everything before turn 2."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    async def turns(self, thread_id: str) -> TurnIndex:
+        return TurnIndex(3, (2, 3))
+
+    async def tool_state_at(self, thread_id: str, turn: int) -> TurnSnapshot:
+        self.calls.append((thread_id, turn))
+        return TurnSnapshot(turn, TurnIndex(3, (2, 3)), None)
+
+
+async def test_ring_first_history_second_and_pruned_is_its_own_answer() -> None:
+    from mcp_state_versions.state import make_merge_tool_state
+
+    small = make_merge_tool_state(ring_size=0)
+    tool_state: dict = {}
+    for turn, value in enumerate(["v1", "v2", "v3"], start=1):
+        tool_state = small(tool_state, {"k": {"value": value, "turn": turn}})
+    state = {"messages": [HumanMessage(str(i)) for i in range(3)], "tool_state": tool_state}
+    history = StubHistory()
+    assert "v3" in await ask(state, history=history, key="k", turn=3)
+    assert history.calls == []  # the current version answered from the entry
+    text = await ask(state, history=history, key="k", turn=1)
+    assert history.calls == [("t", 1)]
+    assert "Turn 1 is no longer retained" in text and "Retained turns: 2–3" in text
+    assert "v3" not in text
+
+
+@pytest.mark.parametrize(
+    "tool_state",
+    [["not", "a", "dict"], "text", 7],
+)
+async def test_a_tool_state_that_is_not_a_dict_is_explained(tool_state: Any) -> None:
+    state = {"messages": [HumanMessage("x")], "tool_state": tool_state}
+    assert "Session state cannot be read" in read_state_key("*", state)
+    assert "Session state cannot be read" in await ask(state, key="k", turn=1)
+
+
+async def test_values_that_are_not_json_are_shown_not_raised() -> None:
+    state = {
+        "messages": [HumanMessage("x")],
+        "tool_state": {"raw": {"when": datetime.date(2026, 1, 2), "n": {1, 2}}},
+    }
+    assert "raw: object{when, n}" in read_state_key("*", state)
+    assert "<date: datetime.date(2026, 1, 2)>" in read_state_key("raw", state)
+    assert "carries no version record" in await ask(state, key="raw", turn=1)
+
+
+def test_allowed_keys_hide_the_rest() -> None:
+    state = seed_state()
+    assert read_state_key("*", state, allowed_keys=["*/bbox"]).startswith(BBOX)
+    assert "No key 'gazet/get_aoi/feature'" in read_state_key(
+        "gazet/get_aoi/feature", state, allowed_keys=["*/bbox"]
+    )
+
+
+def test_large_values_come_back_as_an_outline() -> None:
+    big = {"features": [{"name": f"f{i}", "coords": list(range(50))} for i in range(40)]}
+    state = {"tool_state": merge_tool_state({}, {"k": {"value": big, "turn": 1}})}
+    text = read_state_key("k", state)
+    assert "too large to show whole" in text
+    assert "features: list[40] of object[2 keys]" in text and "features[0].coords" in text
+    assert read_state_key("k", state, path="features[3].name") == '"f3"'

@@ -1,0 +1,60 @@
+"""Retention: LangGraph's conformance suite on all three savers (prune included); prune_thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+from mcp_state_versions.agent import run_turn
+from mcp_state_versions.checkpoint_walk import CheckpointHistory
+from mcp_state_versions.retention import PruningInMemorySaver, prune_thread
+
+from .conftest import BACKENDS, open_backend
+from .helpers import agent_on, fork_at
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_conformance_suite_passes_with_prune(kind: str, tmp_path: Any) -> None:
+    counter = iter(range(1000))
+
+    async def factory() -> Any:
+        async with await open_backend(kind, tmp_path, f"{next(counter)}.sqlite") as saver:
+            yield saver
+
+    registered = checkpointer_test(name=f"mcp-state-versions-{kind}")(factory)
+    report = await validate(registered)
+    print(f"\nconformance report, {kind}:")
+    for capability, result in report.results.items():
+        print(
+            f"  {capability}: detected={result.detected} passed={result.passed} "
+            f"({result.tests_passed} passed, {result.tests_failed} failed)"
+        )
+    prune = report.results["prune"]
+    assert prune.detected and prune.passed, prune.failures
+    failed = {c: r.failures for c, r in report.results.items() if r.passed is False}
+    assert not failed, failed
+
+
+async def test_drop_abandoned_removes_only_other_branches(thread_id: str) -> None:
+    saver = PruningInMemorySaver()
+    agent = agent_on(saver, ring_size=0)
+    for text in ["find Copenhagen", "chat", "find Aarhus"]:
+        await run_turn(agent, thread_id, text)
+    await fork_at(agent, thread_id, 1, "find Oslo")
+    history = CheckpointHistory(saver)
+    on_branch = len((await history._chain(thread_id)).links)
+    everything = len(await history._all_checkpoint_ids(thread_id))
+    assert everything > on_branch
+    result = await prune_thread(saver, thread_id, drop_abandoned=True)
+    assert result.deleted == everything - on_branch
+    assert result.retained_turns == (1, 2)
+    assert len(await history._all_checkpoint_ids(thread_id)) == on_branch
+
+
+async def test_prune_thread_refuses_unclear_requests(thread_id: str) -> None:
+    with pytest.raises(ValueError, match="say what to prune"):
+        await prune_thread(PruningInMemorySaver(), thread_id)
+    with pytest.raises(ValueError, match="keep_turns must be at least 1"):
+        await prune_thread(PruningInMemorySaver(), thread_id, keep_turns=0)

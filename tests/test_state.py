@@ -1,0 +1,278 @@
+"""The reducer against a reference model of "every write ever, with its turn"."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from mcp_state_versions.state import (
+    ToolStateError,
+    make_merge_tool_state,
+    merge_tool_state,
+)
+from mcp_state_versions.versions import (
+    RingBeforeFirst,
+    RingHit,
+    RingMiss,
+    ring_reaches_first,
+    value_at_turn,
+)
+
+# -- strategies ---------------------------------------------------------------------------------
+
+json_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(allow_nan=False, allow_infinity=False, width=32)
+    | st.text(max_size=4)
+)
+json_values = st.recursive(
+    json_leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+# A small pool so that republishes and returns to an earlier value happen often; 1, 1.0 and True
+# are distinct versions, and so are [1] and [True].
+pooled = st.sampled_from([1, 1.0, True, "a", [1], [True], {"x": 1}, {"x": 1, "y": 2}, None])
+values = pooled | json_values | st.text(min_size=50, max_size=400)
+
+
+@st.composite
+def write_sequences(draw: Any) -> list[tuple[str, Any, int | None]]:
+    """(key, value, turn) writes with non-decreasing turns; some writes carry no turn."""
+    keys = ["a/t/x", "a/t/y", "b/u/z"]
+    writes = []
+    turn = draw(st.integers(0, 2))
+    for _ in range(draw(st.integers(1, 30))):
+        turn += draw(st.sampled_from([0, 0, 1, 1, 2]))
+        stamped: int | None = None if draw(st.integers(0, 9)) == 0 else turn
+        writes.append((draw(st.sampled_from(keys)), draw(values), stamped))
+    return writes
+
+
+# -- the reference model ------------------------------------------------------------------------
+
+
+def canon(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class Reference:
+    """All writes, with effective turns; derives what an entry should say."""
+
+    def __init__(self, writes: list[tuple[str, Any, int | None]]) -> None:
+        self.by_key: dict[str, list[tuple[int, Any]]] = {}
+        newest = 0
+        for key, value, turn in writes:
+            previous = self.by_key.get(key, [])
+            effective = newest if turn is None else turn
+            if previous:
+                effective = max(effective, previous[-1][0])
+            newest = max(newest, effective)
+            self.by_key.setdefault(key, []).append((effective, value))
+
+    def turn_end_values(self, key: str) -> list[tuple[int, Any]]:
+        """(turn, value at its end) for each turn with a write to ``key``."""
+        last: dict[int, Any] = {}
+        for turn, value in self.by_key[key]:
+            last[turn] = value
+        return sorted(last.items())
+
+    def versions(self, key: str) -> list[tuple[int, Any]]:
+        """(first turn, value) per version: consecutive equal turn-end values are one."""
+        runs: list[tuple[int, Any]] = []
+        for turn, value in self.turn_end_values(key):
+            if not runs or canon(runs[-1][1]) != canon(value):
+                runs.append((turn, value))
+        return runs
+
+    def at(self, key: str, turn: int) -> tuple[bool, Any]:
+        found = [value for since, value in self.versions(key) if since <= turn]
+        return (True, found[-1]) if found else (False, None)
+
+
+def fold(writes: list[tuple[str, Any, int | None]], reducer: Any = merge_tool_state) -> dict:
+    state: dict = {}
+    for key, value, turn in writes:
+        write: dict[str, Any] = {"value": value, "tool": key.split("/")[-1]}
+        if turn is not None:
+            write["turn"] = turn
+        state = reducer(state, {key: write})
+    return state
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(write_sequences(), st.integers(0, 4))
+def test_entries_match_the_reference(writes: list, ring_size: int) -> None:
+    state = fold(writes, make_merge_tool_state(ring_size=ring_size))
+    reference = Reference(writes)
+    for key, entry in state.items():
+        versions = reference.versions(key)
+        assert entry["versions"] == len(versions)
+        assert canon(entry["value"]) == canon(versions[-1][1])
+        assert entry["since"] == versions[-1][0]
+        # The ring is a suffix of the prior versions (a same-turn return to the previous
+        # value can shorten it), with values for at most the newest ring_size of them.
+        prior = versions[:-1]
+        ring = entry["ring"]
+        assert len(ring) <= max(ring_size, 1)
+        assert [i["turn"] for i in ring] == [t for t, _ in prior[len(prior) - len(ring) :]]
+        for item, (_, value) in zip(ring, prior[len(prior) - len(ring) :], strict=True):
+            if "value" in item:
+                assert canon(item["value"]) == canon(value)
+        assert sum("value" in i for i in ring) <= ring_size
+        assert ring_reaches_first(entry) == (len(ring) == len(prior))
+        last_turn = max(t for t, _ in reference.by_key[key])
+        for turn in range(1, last_turn + 2):
+            lookup = value_at_turn(entry, turn)
+            had, value = reference.at(key, turn)
+            if isinstance(lookup, RingHit):
+                assert had and canon(lookup.value) == canon(value)
+            elif isinstance(lookup, RingBeforeFirst):
+                assert not had and lookup.first_turn == versions[0][0]
+            else:
+                # Deferring to history is right only where the ring lacks what would answer.
+                assert isinstance(lookup, RingMiss)
+                assert not ring_reaches_first(entry) or any("value" not in i for i in ring)
+
+
+@settings(max_examples=200, deadline=None)
+@given(write_sequences(), st.data())
+def test_batching_law(writes: list, data: st.DataObject) -> None:
+    """r(r(s, xs), ys) == r(s, xs + ys): merging a multi-key update equals merging key by key."""
+    batches: list[dict] = []
+    for key, value, turn in writes:
+        write = {"value": value, "tool": "t", **({} if turn is None else {"turn": turn})}
+        if batches and key not in batches[-1] and data.draw(st.booleans()):
+            batches[-1][key] = write
+        else:
+            batches.append({key: write})
+    one_by_one: dict = {}
+    for batch in batches:
+        for key, write in batch.items():
+            one_by_one = merge_tool_state(one_by_one, {key: write})
+    batched: dict = {}
+    for batch in batches:
+        batched = merge_tool_state(batched, batch)
+    assert batched == one_by_one
+
+
+@settings(max_examples=150, deadline=None)
+@given(write_sequences())
+def test_never_mutates_inputs_and_survives_serialization(writes: list) -> None:
+    state: dict = {}
+    serde = JsonPlusSerializer()
+    for key, value, turn in writes:
+        update = {key: {"value": value, "turn": turn, "tool": "t"}}
+        before_state, before_update = copy.deepcopy(state), copy.deepcopy(update)
+        new_state = merge_tool_state(state, update)
+        assert state == before_state and update == before_update
+        assert new_state is not state
+        state = new_state
+    reloaded = serde.loads_typed(serde.dumps_typed(state))
+    assert json.dumps(reloaded, sort_keys=True) == json.dumps(state, sort_keys=True)
+    assert merge_tool_state(reloaded, {}) == merge_tool_state(state, {})
+
+
+# -- the rules, case by case --------------------------------------------------------------------
+
+
+def test_seed_scenario() -> None:
+    state = fold(
+        [
+            ("gazet/get_aoi/bbox", [12.4, 55.5, 12.7, 55.8], 1),
+            ("gazet/get_aoi/bbox", [9.9, 56.1, 10.3, 56.2], 3),
+        ]
+    )
+    entry = state["gazet/get_aoi/bbox"]
+    assert (entry["versions"], entry["since"], entry["seq"]) == (2, 3, 2)
+    assert value_at_turn(entry, 1) == RingHit([12.4, 55.5, 12.7, 55.8], since=1, until=2)
+    assert value_at_turn(entry, 2).value == [12.4, 55.5, 12.7, 55.8]
+    assert value_at_turn(entry, 3) == RingHit([9.9, 56.1, 10.3, 56.2], since=3, until=None)
+
+
+def test_same_turn_rewrite_is_one_version_and_return_merges_back() -> None:
+    state = fold([("k", "A", 1), ("k", "B", 2), ("k", "C", 2)])
+    assert state["k"]["versions"] == 2 and state["k"]["value"] == "C"
+    state = fold([("k", "A", 1), ("k", "B", 2), ("k", "A", 2)])
+    assert state["k"]["versions"] == 1 and state["k"]["since"] == 1 and state["k"]["ring"] == []
+
+
+def test_unchanged_republish_is_not_a_version_but_advances_seq_and_turn() -> None:
+    state = fold([("k", {"a": 1, "b": 2}, 1), ("k", {"b": 2, "a": 1}, 4)])
+    assert state["k"]["versions"] == 1
+    assert (state["k"]["seq"], state["k"]["turn"], state["k"]["since"]) == (2, 4, 1)
+
+
+def test_ring_bounds_count_and_bytes_and_says_when_it_no_longer_reaches_first() -> None:
+    reducer = make_merge_tool_state(ring_size=2, ring_bytes=30)
+    state = fold([("k", "x" * 10, t) for t in range(1, 2)], reducer)
+    for turn, value in enumerate(["y" * 10, "z" * 20, "w" * 5, "v"], start=2):
+        state = reducer(state, {"k": {"value": value, "turn": turn}})
+    entry = state["k"]
+    assert entry["versions"] == 5
+    assert [i["turn"] for i in entry["ring"]] == [3, 4]
+    assert [("value" in i) for i in entry["ring"]] == [True, True]  # 22 + 7 bytes fit in 30
+    assert not ring_reaches_first(entry)
+    assert value_at_turn(entry, 1) == RingMiss(oldest_in_ring=3)
+    reducer = make_merge_tool_state(ring_size=2, ring_bytes=10)
+    state = fold([("k", "x" * 20, 1), ("k", "y", 2), ("k", "z", 3)], reducer)
+    assert [("value" in i) for i in state["k"]["ring"]] == [False, True]
+
+
+def test_budget_evicts_ring_values_before_current_values() -> None:
+    reducer = make_merge_tool_state(budget_bytes=250)
+    state = fold([("a", "a" * 100, 1), ("a", "b" * 100, 2)], reducer)
+    assert "value" in state["a"]["ring"][0]
+    state = reducer(state, {"b": {"value": "c" * 60, "turn": 2}})
+    assert "value" not in state["a"]["ring"][0]
+    assert state["a"]["value"] == "b" * 100 and state["a"]["versions"] == 2
+    state = reducer(state, {"c": {"value": "d" * 120, "turn": 3}})
+    assert "value" not in state["a"]  # evicted, oldest write first; the entry stays
+    assert state["a"]["versions"] == 2 and state["b"]["value"] == "c" * 60
+    assert sum(e["bytes"] for e in state.values()) <= 250
+
+
+def test_update_without_turn_joins_the_newest_turn_and_keeps_the_tool() -> None:
+    state = fold([("k", 1, 1), ("j", 5, 4)])
+    state = merge_tool_state(state, {"k": {"value": 2}})
+    assert (state["k"]["turn"], state["k"]["since"], state["k"]["tool"]) == (4, 4, "k")
+    assert value_at_turn(state["k"], 3).value == 1
+    older = merge_tool_state(state, {"k": {"value": 3, "turn": 2}})
+    assert (
+        older["k"]["turn"] == 4 and older["k"]["versions"] == 2
+    )  # same-turn rewrite, not time travel
+
+
+@pytest.mark.parametrize(
+    ("update", "fragment"),
+    [
+        ({"k": 5}, "must be a dict with a 'value' field"),
+        ({"k": {"tool": "x"}}, "must be a dict with a 'value' field"),
+        ({"k": {"value": (1, 2)}}, "JSON data"),
+        ({"k": {"value": object()}}, "JSON data"),
+        ({"k": {"value": 1, "turn": -1}}, "turn"),
+        ({"": {"value": 1}}, "non-empty strings"),
+        ([("k", 1)], "must be a dict"),
+    ],
+)
+def test_bad_writes_are_refused_clearly(update: Any, fragment: str) -> None:
+    with pytest.raises(ToolStateError, match=fragment.replace("(", r"\(")):
+        merge_tool_state({}, update)
+
+
+def test_a_tool_state_that_is_not_a_dict_is_refused() -> None:
+    with pytest.raises(ToolStateError, match="must be a dict"):
+        merge_tool_state(["not", "a", "dict"], {"k": {"value": 1}})  # type: ignore[arg-type]
