@@ -319,10 +319,6 @@ def describe_answer(
 
 
 def _versions(key: str, entry: Mapping[str, Any], *, path: str | None, pattern: str | None) -> str:
-    if not isinstance(entry, Mapping) or "versions" not in entry:
-        return f"{key} carries no version record; its current value is:\n" + _narrow(
-            entry, path=path, pattern=pattern
-        )
     chain = version_chain(entry)  # type: ignore[arg-type]
     older = entry["versions"] - len(chain)
     total = entry["versions"]

@@ -10,7 +10,7 @@ from langchain_core.messages import HumanMessage
 
 from mcp_state_versions.history import TurnIndex, TurnSnapshot
 from mcp_state_versions.inspect_tool import make_inspect_state, read_state_key
-from mcp_state_versions.state import merge_tool_state
+from mcp_state_versions.state import make_merge_tool_state, merge_tool_state
 
 from .conftest import runtime_for
 
@@ -110,20 +110,12 @@ async def test_path_and_pattern_narrow_an_old_value() -> None:
 
 
 async def test_without_history_an_old_version_is_refused_not_substituted() -> None:
+    small = make_merge_tool_state(ring_size=1)
     tool_state: dict = {}
     for turn, value in enumerate(["v1", "v2", "v3"], start=1):
-        tool_state = merge_tool_state(tool_state, {"k": {"value": value, "turn": turn}})
-    state = {"messages": [HumanMessage(str(i)) for i in range(3)], "tool_state": tool_state}
-    tool = make_inspect_state()
-    # The default ring holds both prior values; shrink it by building with ring_size=1.
-    from mcp_state_versions.state import make_merge_tool_state
-
-    small = make_merge_tool_state(ring_size=1)
-    tool_state = {}
-    for turn, value in enumerate(["v1", "v2", "v3"], start=1):
         tool_state = small(tool_state, {"k": {"value": value, "turn": turn}})
-    state["tool_state"] = tool_state
-    text = await tool.ainvoke({"key": "k", "turn": 1, "runtime": runtime_for(state, "t")})
+    state = {"messages": [HumanMessage(str(i)) for i in range(3)], "tool_state": tool_state}
+    text = await ask(state, key="k", turn=1)
     assert "keeps no turn history" in text and "reach back only to turn 2" in text
     assert "v3" not in text and "Do not use the current value" in text
 
@@ -143,8 +135,6 @@ class StubHistory:
 
 
 async def test_ring_first_history_second_and_pruned_is_its_own_answer() -> None:
-    from mcp_state_versions.state import make_merge_tool_state
-
     small = make_merge_tool_state(ring_size=0)
     tool_state: dict = {}
     for turn, value in enumerate(["v1", "v2", "v3"], start=1):
