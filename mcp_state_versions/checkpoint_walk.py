@@ -41,7 +41,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 
-from .history import TurnIndex, TurnSnapshot
+from .history import ThreadPresent, TurnIndex, TurnSnapshot
 from .state import TURN_METADATA_KEY, StateEntry, count_turns
 
 __all__ = ["CheckpointHistory"]
@@ -124,6 +124,20 @@ class CheckpointHistory:
 
     def __init__(self, saver: BaseCheckpointSaver) -> None:
         self.saver = saver
+
+    async def present(self, thread_id: str) -> ThreadPresent | None:
+        """The thread's head: its ``tool_state`` and turn count (``None``: no such thread).
+
+        This is what a reader outside the agent (the HTTP API, the command line) starts from,
+        as the ``inspect_state`` tool starts from its runtime state.
+        """
+        head = await self._load(thread_id, None)
+        if head is None:
+            return None
+        values = head.checkpoint.get("channel_values", {})
+        return ThreadPresent(
+            tool_state=values.get("tool_state") or {}, turn=count_turns(values.get("messages"))
+        )
 
     async def turns(self, thread_id: str) -> TurnIndex:
         chain = await self._chain(thread_id)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 from uuid import uuid4
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -36,7 +37,7 @@ from .publish import publish
 from .retention import prune_thread
 from .scripted import ScriptedChatModel, call
 
-__all__ = ["GAZETTEER", "get_aoi", "main", "run_demo"]
+__all__ = ["GAZETTEER", "chat_model", "get_aoi", "main", "run_demo"]
 
 BBOX = "gazet/get_aoi/bbox"
 
@@ -125,15 +126,28 @@ async def _turn(
             out(_wrap(str(message.content), "   tool  ← "))
 
 
-async def run_demo(checkpointer: BaseCheckpointSaver, out: Callable[[str], None] = print) -> None:
-    """Run both acts on ``checkpointer``, printing what the model saw through ``out``."""
+async def run_demo(
+    checkpointer: BaseCheckpointSaver,
+    out: Callable[[str], None] = print,
+    model: BaseChatModel | None = None,
+) -> tuple[str, str]:
+    """Run both acts on ``checkpointer``, printing what the model saw through ``out``.
+
+    Returns the two acts' thread ids.
+
+    ``model`` replaces the scripted model with a real one: the user's messages stay the same,
+    and what the model does with them is its own.
+    """
     tools: list[BaseTool] = [get_aoi]
-    out("A scripted chat model drives the real agent loop; 'tool ←' lines are what it read.")
+    if model is None:
+        out("A scripted chat model drives the real agent loop; 'tool ←' lines are what it read.")
+    else:
+        out(f"{type(model).__name__} drives the agent loop; 'tool ←' lines are what it read.")
     out("\nAct 1 — a key rewritten in a later turn, read as of the turn that set it first.")
     agent = build_agent(
-        ScriptedChatModel(replies=_act_one_script()), tools, checkpointer=checkpointer
+        model or ScriptedChatModel(replies=_act_one_script()), tools, checkpointer=checkpointer
     )
-    thread = f"demo-act-1-{uuid4().hex[:8]}"
+    thread = first = f"demo-act-1-{uuid4().hex[:8]}"
     await _turn(agent, thread, "Find the area of interest for Copenhagen.", out)
     await _turn(agent, thread, "Which country is it in?", out)
     await _turn(
@@ -154,7 +168,10 @@ async def run_demo(checkpointer: BaseCheckpointSaver, out: Callable[[str], None]
 
     out("\n   A deployment configured with ring_size=0 keeps no prior values with the key:")
     bare = build_agent(
-        ScriptedChatModel(replies=_act_two_script()), tools, checkpointer=checkpointer, ring_size=0
+        model or ScriptedChatModel(replies=_act_two_script()),
+        tools,
+        checkpointer=checkpointer,
+        ring_size=0,
     )
     thread = f"demo-act-2-{uuid4().hex[:8]}"
     await _turn(bare, thread, "Find Copenhagen.", out)
@@ -162,17 +179,47 @@ async def run_demo(checkpointer: BaseCheckpointSaver, out: Callable[[str], None]
     result = await prune_thread(checkpointer, thread, keep_turns=1)
     out(f"   prune_thread(keep_turns=1): {result.deleted} checkpoints removed.")
     await _turn(bare, thread, "What was the first area?", out)
+    return first, thread
 
 
-async def _main(spec: str | None) -> None:
+def chat_model(spec: str) -> BaseChatModel:
+    """A real chat model from ``provider:name`` through LangChain's ``init_chat_model``.
+
+    Needs the ``models`` extra (``langchain``) and the provider's own package and credentials.
+    """
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError:
+        raise ValueError(
+            "--model needs LangChain's init_chat_model: pip install 'mcp-state-versions[models]' "
+            "and the provider's package (e.g. langchain-openai)"
+        ) from None
+    try:
+        return init_chat_model(spec)
+    except ImportError as error:
+        raise ValueError(f"cannot load {spec!r}: {error}") from None
+
+
+async def _main(spec: str | None, model: str | None) -> None:
+    chosen = chat_model(model) if model else None
     if spec is None:
         path = os.path.join(tempfile.mkdtemp(prefix="mcp-state-versions-"), "demo.sqlite")
         spec = f"sqlite:{path}"
     print(f"checkpointer: {spec}")
     async with open_checkpointer(spec) as checkpointer:
-        await run_demo(checkpointer)
+        first, second = await run_demo(checkpointer, model=chosen)
+    if not spec.startswith("memory"):
+        print(
+            f"\nThe threads {first} and {second} stay in the checkpointer. "
+            "Read one as an operator would:\n"
+            f"  mcp-state-versions inspect --checkpointer {spec} --thread {first} "
+            "gazet/get_aoi/bbox --versions"
+        )
 
 
-def main(spec: str | None = None) -> None:
-    """Run the demo on the checkpointer ``spec`` (default: a new SQLite file)."""
-    asyncio.run(_main(spec))
+def main(spec: str | None = None, *, model: str | None = None) -> None:
+    """Run the demo on the checkpointer ``spec`` (default: a new SQLite file).
+
+    ``model`` (``provider:name``) runs it with a real chat model instead of the scripted one.
+    """
+    asyncio.run(_main(spec, model))

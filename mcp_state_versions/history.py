@@ -30,11 +30,14 @@ __all__ = [
     "NeverHappened",
     "NoHistory",
     "NotRetained",
+    "Outcome",
     "ThreadHistory",
+    "ThreadPresent",
     "TurnAnswer",
     "TurnIndex",
     "TurnSnapshot",
     "UnknownKey",
+    "outcome",
     "resolve_turn",
 ]
 
@@ -146,6 +149,42 @@ class UnknownKey:
 
 
 TurnAnswer = Found | NeverHappened | NotRetained | KeyNotSetYet | NoHistory | UnknownKey
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How an answer is reported outside the model: a stable code and an HTTP-style status.
+
+    The statuses follow the semantics the answers already have: 404 for something the thread
+    never had (a miscounted turn, a key not set yet, an unknown key), 410 for something it had
+    and no longer keeps.
+    """
+
+    code: str
+    status: int
+
+
+_OUTCOMES: dict[type, Outcome] = {
+    Found: Outcome("found", 200),
+    NeverHappened: Outcome("turn_never_happened", 404),
+    KeyNotSetYet: Outcome("key_not_set_yet", 404),
+    UnknownKey: Outcome("unknown_key", 404),
+    NotRetained: Outcome("turn_not_retained", 410),
+    NoHistory: Outcome("no_turn_history", 410),
+}
+
+
+def outcome(answer: TurnAnswer) -> Outcome:
+    """The :class:`Outcome` of an answer (shared by the HTTP API and the command line)."""
+    return _OUTCOMES[type(answer)]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPresent:
+    """A thread as it stands: its ``tool_state`` and how many turns it has had."""
+
+    tool_state: Mapping[str, StateEntry]
+    turn: int
 
 
 async def resolve_turn(

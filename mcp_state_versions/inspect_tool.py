@@ -38,9 +38,16 @@ from .history import (
 )
 from .render import PathError, compile_pattern, grep, resolve_path, shape, show
 from .state import StateEntry, count_turns, state_field
-from .versions import version_chain
+from .versions import version_spans
 
-__all__ = ["INSPECT_STATE_DESCRIPTION", "make_inspect_state", "read_state_key"]
+__all__ = [
+    "INSPECT_STATE_DESCRIPTION",
+    "describe_answer",
+    "make_inspect_state",
+    "read_state_key",
+    "versioned_entries",
+    "visible_keys",
+]
 
 _REFERENCE_PREFIX = "@state:"
 
@@ -133,7 +140,10 @@ def _readable(tool_state: Any) -> Mapping[str, Any]:
     return tool_state
 
 
-def _visible(tool_state: Mapping[str, Any], allowed_keys: Sequence[str] | None) -> dict[str, Any]:
+def visible_keys(
+    tool_state: Mapping[str, Any], allowed_keys: Sequence[str] | None
+) -> dict[str, Any]:
+    """The part of ``tool_state`` whose keys match ``allowed_keys`` (globs; ``None``: all)."""
     if allowed_keys is None:
         return dict(tool_state)
     return {
@@ -243,7 +253,7 @@ def read_state_key(
         key = _parse_key(key)
         pattern = _parse_text("pattern", pattern)
         path = _parse_text("path", path)
-        tool_state = _visible(_readable(state_field(state, "tool_state")), allowed_keys)
+        tool_state = visible_keys(_readable(state_field(state, "tool_state")), allowed_keys)
         if key == "*":
             return _listing(tool_state, pattern)
         if key not in tool_state:
@@ -274,7 +284,11 @@ def _turn_range(turns: Sequence[int]) -> str:
 
 
 def describe_answer(
-    answer: TurnAnswer, *, keys: Sequence[str], path: str | None, pattern: str | None
+    answer: TurnAnswer,
+    *,
+    keys: Sequence[str] = (),
+    path: str | None = None,
+    pattern: str | None = None,
 ) -> str:
     """The model-facing text of a :data:`~mcp_state_versions.history.TurnAnswer`."""
     match answer:
@@ -319,27 +333,25 @@ def describe_answer(
 
 
 def _versions(key: str, entry: Mapping[str, Any], *, path: str | None, pattern: str | None) -> str:
-    chain = version_chain(entry)  # type: ignore[arg-type]
-    older = entry["versions"] - len(chain)
+    spans = version_spans(entry)  # type: ignore[arg-type]
     total = entry["versions"]
+    older = total - len(spans)
     lines = [f"{key} has held {total} value{'s' if total != 1 else ''}, oldest first:"]
     if older > 0:
         lines.append(
-            f"- {older} older version{'s' if older != 1 else ''} before turn {chain[0][0]}, not "
-            f"kept with the key: read one with turn=N."
+            f"- {older} older version{'s' if older != 1 else ''} before turn {spans[0].since}, "
+            "not kept with the key: read one with turn=N."
         )
-    for index, (since, item) in enumerate(chain):
-        last = index == len(chain) - 1
-        until = None if last else chain[index + 1][0] - 1
-        label = f"{_span(since, until)}{' (current)' if last else ''}"
-        if "value" in item:
+    for span in spans:
+        label = f"{_span(span.since, span.until)}{' (current)' if span.current else ''}"
+        if span.kept:
             try:
-                body = _narrow(item["value"], path=path, pattern=pattern)
+                body = _narrow(span.value, path=path, pattern=pattern)
             except PathError as error:
                 body = f"({error})"
             lines.append(f"- {label}: {body}")
         else:
-            lines.append(f"- {label}: (value not kept with the key; read it with turn={since})")
+            lines.append(f"- {label}: (not kept with the key; read it with turn={span.since})")
     return "\n".join(lines)
 
 
@@ -394,7 +406,9 @@ def make_inspect_state(
                 return read_state_key(
                     key_, runtime.state, pattern=pattern_, path=path_, allowed_keys=allowed_keys
                 )
-            tool_state = _visible(_readable(state_field(runtime.state, "tool_state")), allowed_keys)
+            tool_state = visible_keys(
+                _readable(state_field(runtime.state, "tool_state")), allowed_keys
+            )
             if key_ == "*":
                 return (
                     'turn= and versions= read one key; call key="*" without them to list keys, '
@@ -402,7 +416,7 @@ def make_inspect_state(
                 )
             if key_ not in tool_state:
                 return _unknown_key(key_, list(tool_state))
-            if key_ not in _as_entries(tool_state):
+            if key_ not in versioned_entries(tool_state):
                 return (
                     f"{key_} carries no version record (it was stored without this library's "
                     "reducer), so only its current value can be read: call without turn= or "
@@ -412,7 +426,7 @@ def make_inspect_state(
                 return _versions(key_, tool_state[key_], path=path_, pattern=pattern_)
             assert turn_ is not None
             answer = await resolve_turn(
-                _as_entries(tool_state),
+                versioned_entries(tool_state),
                 key_,
                 turn_,
                 current_turn=count_turns(state_field(runtime.state, "messages")),
@@ -426,7 +440,7 @@ def make_inspect_state(
     return inspect_state
 
 
-def _as_entries(tool_state: Mapping[str, Any]) -> Mapping[str, StateEntry]:
+def versioned_entries(tool_state: Mapping[str, Any]) -> Mapping[str, StateEntry]:
     """Only true entries can answer for the past; a raw value is treated as unversioned."""
     return {
         key: entry

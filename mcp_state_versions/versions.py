@@ -46,12 +46,13 @@ __all__ = [
     "RingLookup",
     "RingMiss",
     "RingPolicy",
+    "VersionSpan",
     "advance",
     "canonical",
     "ring_reaches_first",
     "strip_ring_values",
     "value_at_turn",
-    "version_chain",
+    "version_spans",
 ]
 
 
@@ -197,16 +198,40 @@ def ring_reaches_first(entry: StateEntry) -> bool:
     return entry["versions"] == len(entry.get("ring", [])) + 1
 
 
-def version_chain(entry: StateEntry) -> list[tuple[int, PriorVersion | StateEntry]]:
-    """The versions the entry knows of, oldest first, as ``(first turn, item)`` pairs.
+@dataclass(frozen=True, slots=True)
+class VersionSpan:
+    """One version the entry knows of: its turns and, when kept, its value.
 
-    The last pair is the current value (the entry itself).
+    ``until`` is ``None`` for the current version, which lasts until now; ``kept`` is false when
+    the ring's bounds dropped the value (only checkpoint history has it then).
     """
-    chain: list[tuple[int, PriorVersion | StateEntry]] = [
-        (item["turn"], item) for item in entry.get("ring", [])
+
+    since: int
+    until: int | None
+    kept: bool
+    value: Any
+
+    @property
+    def current(self) -> bool:
+        return self.until is None
+
+
+def version_spans(entry: StateEntry) -> list[VersionSpan]:
+    """The versions the entry knows of, oldest first; the last is the current value.
+
+    ``entry["versions"] - len(result)`` older versions exist that only history holds.
+    """
+    items: list[PriorVersion | StateEntry] = [*entry.get("ring", []), entry]
+    starts = [item["turn"] for item in entry.get("ring", [])] + [entry["since"]]
+    return [
+        VersionSpan(
+            since=starts[index],
+            until=None if index == len(items) - 1 else starts[index + 1] - 1,
+            kept="value" in item,
+            value=item.get("value"),
+        )
+        for index, item in enumerate(items)
     ]
-    chain.append((entry["since"], entry))
-    return chain
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,16 +272,14 @@ def value_at_turn(entry: StateEntry, turn: int) -> RingLookup:
 
     The caller has already checked that ``turn`` is a turn the thread has had.
     """
-    chain = version_chain(entry)
-    answerable = [since for since, item in chain if "value" in item]
-    oldest = answerable[0] if answerable else entry["since"]
-    for index in range(len(chain) - 1, -1, -1):
-        since, item = chain[index]
-        if since <= turn:
-            if "value" not in item:
+    spans = version_spans(entry)
+    kept = [span.since for span in spans if span.kept]
+    oldest = kept[0] if kept else entry["since"]
+    for span in reversed(spans):
+        if span.since <= turn:
+            if not span.kept:
                 return RingMiss(oldest_in_ring=oldest)
-            until = None if index == len(chain) - 1 else chain[index + 1][0] - 1
-            return RingHit(value=item["value"], since=since, until=until)
+            return RingHit(value=span.value, since=span.since, until=span.until)
     if ring_reaches_first(entry):
-        return RingBeforeFirst(first_turn=chain[0][0])
+        return RingBeforeFirst(first_turn=spans[0].since)
     return RingMiss(oldest_in_ring=oldest)

@@ -1,0 +1,185 @@
+"""The HTTP API through a real ASGI client, on every backend; it agrees with inspect_state."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from langchain_core.messages import HumanMessage
+
+from mcp_state_versions.agent import run_turn
+from mcp_state_versions.api import create_app
+from mcp_state_versions.checkpoint_walk import CheckpointHistory
+from mcp_state_versions.inspect_tool import make_inspect_state
+from mcp_state_versions.retention import PruningInMemorySaver, prune_thread
+
+from .conftest import runtime_for
+from .helpers import BBOX, agent_on, fork_at
+
+KEYS = [BBOX, "gazet/get_aoi/name", "gazet/get_aoi/country"]
+
+
+async def forked_pruned_thread(saver: Any, thread_id: str) -> Any:
+    """Copenhagen, chat, Aarhus; fork at turn 1 to Oslo; three more turns; keep the last 3."""
+    agent = agent_on(saver, ring_size=1)
+    for text in ["chat", "find Copenhagen", "chat", "find Aarhus"]:
+        await run_turn(agent, thread_id, text)
+    await fork_at(agent, thread_id, 2, "find Oslo")
+    for text in ["find Aarhus", "find Copenhagen", "find Oslo"]:
+        await run_turn(agent, thread_id, text)
+    await prune_thread(saver, thread_id, keep_turns=3, drop_abandoned=True)
+    return agent
+
+
+def client(app: Any, token: str | None = None) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test", headers=headers
+    )
+
+
+async def test_routes_and_the_tool_agree_on_every_key_and_turn(saver: Any, thread_id: str) -> None:
+    agent = await forked_pruned_thread(saver, thread_id)
+    state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+    tool = make_inspect_state(history=CheckpointHistory(saver))
+    seen: set[int] = set()
+    async with client(create_app(saver)) as http:
+        for key in KEYS:
+            for turn in range(1, 8):
+                response = await http.get(
+                    f"/threads/{thread_id}/state/{key}", params={"turn": turn}
+                )
+                text = await tool.ainvoke(
+                    {"key": key, "turn": turn, "runtime": runtime_for(state, thread_id)}
+                )
+                seen.add(response.status_code)
+                if response.status_code == 200:
+                    assert text.endswith("\n" + json.dumps(response.json()["value"]))
+                else:
+                    assert response.json()["detail"]["message"] == text
+    assert seen == {200, 404, 410}
+
+
+async def test_status_codes_and_bodies(saver: Any, thread_id: str) -> None:
+    await forked_pruned_thread(saver, thread_id)
+    async with client(create_app(saver)) as http:
+        base = f"/threads/{thread_id}"
+        listing = (await http.get(f"{base}/state")).json()
+        assert listing["turn"] == 6
+        bbox = next(k for k in listing["keys"] if k["key"] == BBOX)
+        assert bbox["shape"] == "list[4] of 10.6" and bbox["versions"] >= 4
+
+        current = (await http.get(f"{base}/state/{BBOX}")).json()
+        assert current["value"] == [10.6, 59.8, 10.9, 60.0] and current["source"] == "current"
+
+        never = await http.get(f"{base}/state/{BBOX}", params={"turn": 9})
+        assert never.status_code == 404
+        assert never.json()["detail"]["code"] == "turn_never_happened"
+        assert never.json()["detail"]["total"] == 6
+
+        gone = await http.get(f"{base}/state/{BBOX}", params={"turn": 1})
+        assert gone.status_code == 410
+        assert gone.json()["detail"]["retained"] == [4, 5, 6]
+
+        old = await http.get(f"{base}/state/{BBOX}", params={"turn": 4})
+        assert old.status_code == 200 and old.json()["value"] == [9.9, 56.1, 10.3, 56.2]
+
+        for bad in ("0", "-1", "x", "1.5", str(2**40)):
+            assert (await http.get(f"{base}/state/{BBOX}", params={"turn": bad})).status_code == 422
+
+        unknown = await http.get(f"{base}/state/gazet/get_aoi/bbx")
+        assert unknown.status_code == 404 and unknown.json()["detail"]["code"] == "unknown_key"
+        assert (await http.get("/threads/nope/state")).json()["detail"]["code"] == "unknown_thread"
+
+        versions = (await http.get(f"{base}/state/{BBOX}/versions")).json()
+        assert versions["items"][-1]["current"] and versions["items"][-1]["value"] == [
+            10.6,
+            59.8,
+            10.9,
+            60.0,
+        ]
+        assert versions["older_not_kept"] == versions["versions"] - len(versions["items"])
+
+        turns = (await http.get(f"{base}/turns")).json()
+        assert turns == {"thread_id": thread_id, "total": 6, "retained": [4, 5, 6]}
+
+
+async def test_key_not_set_yet_has_its_own_code() -> None:
+    saver = PruningInMemorySaver()
+    agent = agent_on(saver)
+    for text in ["chat", "find Oslo"]:
+        await run_turn(agent, "t", text)
+    async with client(create_app(saver)) as http:
+        response = await http.get(f"/threads/t/state/{BBOX}", params={"turn": 1})
+    assert response.status_code == 404
+    assert response.json()["detail"]["code"] == "key_not_set_yet"
+
+
+async def test_a_field_named_versions_is_still_readable() -> None:
+    saver = PruningInMemorySaver()
+    await saver.aput(
+        {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+        {
+            "v": 4,
+            "id": "1",
+            "ts": "2026-12-01T00:00:00+00:00",
+            "versions_seen": {},
+            "channel_versions": {"messages": 1, "tool_state": 1},
+            "channel_values": {
+                "messages": [HumanMessage("x")],
+                "tool_state": {
+                    "s/t/versions": {
+                        "value": 3,
+                        "tool": "t",
+                        "seq": 1,
+                        "turn": 1,
+                        "since": 1,
+                        "versions": 1,
+                        "ring": [],
+                        "digest": "d",
+                        "size": 1,
+                        "bytes": 1,
+                    }
+                },
+            },
+        },
+        {"source": "loop", "step": 1},
+        {"messages": 1, "tool_state": 1},
+    )
+    async with client(create_app(saver)) as http:
+        response = await http.get("/threads/t/state/s/t/versions")
+    assert response.status_code == 200 and response.json()["value"] == 3
+
+
+async def test_bearer_token_and_authorize_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    saver = PruningInMemorySaver()
+    await run_turn(agent_on(saver), "mine", "find Oslo")
+    await run_turn(agent_on(saver), "theirs", "find Oslo")
+    app = create_app(saver, token="s3cret", authorize=lambda request, thread: thread == "mine")
+    async with client(app) as anonymous:
+        missing = await anonymous.get("/threads/mine/state")
+        assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    async with client(app, "wrong") as wrong:
+        assert (await wrong.get("/threads/mine/state")).status_code == 401
+    async with client(app, "s3cret") as good:
+        assert (await good.get("/threads/mine/state")).status_code == 200
+        assert (await good.get("/threads/theirs/state")).status_code == 403
+
+    async def deny(request: Any, thread: str) -> bool:
+        return False
+
+    monkeypatch.setenv("MCP_STATE_VERSIONS_API_TOKEN", "from-env")
+    async with client(create_app(saver, authorize=deny), "from-env") as env:
+        assert (await env.get("/threads/mine/turns")).status_code == 403
+    async with client(create_app(saver), "from-env") as env:
+        assert (await env.get("/threads/mine/turns")).status_code == 200
+
+
+async def test_openapi_schema_is_published() -> None:
+    async with client(create_app(PruningInMemorySaver())) as http:
+        schema = (await http.get("/openapi.json")).json()
+    assert "/threads/{thread_id}/state/{key}" in schema["paths"]
+    read = schema["paths"]["/threads/{thread_id}/state/{key}"]["get"]
+    assert {"200", "404", "410", "422"} <= set(read["responses"])

@@ -1,0 +1,102 @@
+"""The command line against a SQLite file produced by the demo, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcp_state_versions.cli import main
+from mcp_state_versions.demo import chat_model
+
+BBOX = "gazet/get_aoi/bbox"
+
+
+@pytest.fixture(scope="module")
+def demo_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
+    """Run the installed console script's demo once; return (spec, act-1 thread, act-2 thread)."""
+    path = tmp_path_factory.mktemp("demo") / "demo.sqlite"
+    spec = f"sqlite:{path}"
+    script = Path(sys.executable).with_name("mcp-state-versions")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "mcp_state_versions.cli"]
+    done = subprocess.run(
+        [*command, "demo", "--checkpointer", spec],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert "rewritten, 2 versions" in done.stdout
+    first = re.search(r"demo-act-1-\w+", done.stdout)
+    second = re.search(r"demo-act-2-\w+", done.stdout)
+    assert first and second, done.stdout
+    return spec, first.group(), second.group()
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(list(args))
+    return code, capsys.readouterr().out
+
+
+def test_inspect_lists_reads_and_distinguishes_outcomes(
+    demo_file: tuple[str, str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec, thread, _ = demo_file
+    base = ["inspect", "--checkpointer", spec, "--thread", thread]
+    code, out = run(capsys, *base)
+    assert code == 0 and BBOX in out and "2 (rewritten)" in out
+
+    code, out = run(capsys, *base, BBOX, "--turn", "1", "--json")
+    assert code == 0 and json.loads(out)["value"] == [12.4, 55.5, 12.7, 55.8]
+
+    code, out = run(capsys, *base, BBOX, "--turn", "9", "--json")
+    assert code == 3 and json.loads(out)["outcome"] == "turn_never_happened"
+
+    code, out = run(capsys, *base, BBOX, "--versions", "--json")
+    assert code == 0 and json.loads(out)["items"][0]["value"] == [
+        12.4,
+        55.5,
+        12.7,
+        55.8,
+    ]
+
+    code, out = run(capsys, *base, "gazet/get_aoi/nope")
+    assert code == 6 and "unknown_key" in out
+
+    code, out = run(capsys, "inspect", "--checkpointer", spec, "--thread", "no-such-thread")
+    assert code == 6
+
+
+def test_turns_and_prune_and_the_pruned_outcome(
+    demo_file: tuple[str, str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec, first, second = demo_file
+    code, out = run(capsys, "turns", "--checkpointer", spec, "--thread", second, "--json")
+    assert code == 0 and json.loads(out) == {"thread_id": second, "total": 3, "retained": [2, 3]}
+    # The demo pruned act 2's thread (ring_size=0) to its last turn before turn 3 began.
+    base = ["inspect", "--checkpointer", spec, "--thread", second, BBOX]
+    code, out = run(capsys, *base, "--turn", "1", "--json")
+    assert code == 4 and json.loads(out)["retained"] == [2, 3]
+    assert run(capsys, *base, "--turn", "2")[0] == 0
+
+    code, out = run(capsys, "prune", "--checkpointer", spec, "--thread", first, "--keep-turns", "1")
+    assert code == 0 and "4 turns, retained: 4–4" in out
+    code, out = run(
+        capsys, "inspect", "--checkpointer", spec, "--thread", first, BBOX, "--turn", "1"
+    )
+    assert code == 0 and "12.4" in out  # still held by the key's ring
+
+
+def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["turns", "--checkpointer", "nosuch:x", "--thread", "t"]) == 2
+    assert "unknown checkpointer" in capsys.readouterr().err
+
+
+def test_a_real_model_is_asked_for_by_provider_and_errors_say_what_to_install() -> None:
+    with pytest.raises(ValueError, match=r"cannot load 'openai:gpt-4o'.*langchain-openai"):
+        chat_model("openai:gpt-4o")

@@ -1,0 +1,50 @@
+"""The MCP path for real: a FastMCP server over stdio, its results published and versioned."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from mcp_state_versions import ScriptedChatModel, build_agent, run_turn
+from mcp_state_versions.mcp_servers import load_publishing_tools
+from mcp_state_versions.retention import PruningInMemorySaver
+from mcp_state_versions.scripted import call
+
+SERVER = Path(__file__).parents[1] / "examples" / "gazetteer_server.py"
+BBOX = "gazet/get_aoi/bbox"
+
+
+async def test_two_calls_over_stdio_are_published_and_versioned() -> None:
+    tools = await load_publishing_tools(
+        {"gazet": {"command": sys.executable, "args": [str(SERVER)], "transport": "stdio"}}
+    )
+    assert [t.name for t in tools] == ["get_aoi"]
+    script = [
+        AIMessage("", tool_calls=[call("get_aoi", "a", place="Copenhagen")]),
+        AIMessage("found"),
+        AIMessage("", tool_calls=[call("get_aoi", "b", place="Aarhus")]),
+        AIMessage(
+            "",
+            tool_calls=[
+                call("inspect_state", "c", key="*"),
+                call("inspect_state", "d", key=BBOX, turn=1),
+                call("get_aoi", "e", place="Atlantis"),
+            ],
+        ),
+        AIMessage("compared"),
+    ]
+    agent = build_agent(
+        ScriptedChatModel(replies=script), tools, checkpointer=PruningInMemorySaver()
+    )
+    await run_turn(agent, "t", "Find Copenhagen")
+    state = await run_turn(agent, "t", "Now Aarhus; compare with the first")
+    replies = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert replies["a"].content.startswith("[state updated: gazet/get_aoi/")
+    assert BBOX in replies["a"].content and "12.4" not in replies["a"].content
+    assert f"{BBOX}: list[4] of 9.9 — rewritten, 2 versions" in replies["c"].content
+    assert replies["d"].content.endswith("[12.4, 55.5, 12.7, 55.8]")
+    # A tool error is passed through to the model, not published.
+    assert "no area of interest known for 'Atlantis'" in str(replies["e"].content)
+    assert state["tool_state"][BBOX]["tool"] == "get_aoi"
