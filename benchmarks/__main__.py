@@ -9,7 +9,8 @@ that rewrites one key and republishes a set of static keys. Then, per backend an
    disabled), and the baseline a host uses without this library: a full ``aget_state_history``
    walk taking the newest checkpoint with N human messages;
 2. the ``*`` listing with rewrite markers vs the same listing over last-write-wins entries;
-3. storage: bytes per checkpoint for ring sizes 0/4/8/16 vs last-write-wins;
+3. storage: bytes a thread occupies on each backend, per checkpoint, for ring sizes 0/4/8/16
+   vs last-write-wins, and the size of ``tool_state`` itself;
 4. reducer cost per write at 10/100/1000 keys vs last-write-wins.
 
 Figures are medians of repeated runs after a warm-up, reported with their spread (min–max).
@@ -156,7 +157,7 @@ async def _bench_reads(spec: str, turns: int, repeat: int) -> dict[str, Any]:
                 "ring_versions": len(entry["ring"]),
             }
             _progress(f"{spec.split(':')[0]} {turns} turns: {label} measured")
-        results["checkpoints"] = len(await history._all_checkpoint_ids(walk_thread))
+        results["checkpoints"] = len(await history.checkpoint_ids(walk_thread))
     return results
 
 
@@ -219,35 +220,77 @@ def _bench_reducer(repeat: int) -> dict[str, Any]:
     return out
 
 
-async def _bench_storage(turns: int) -> dict[str, Any]:
-    """JSON bytes of tool_state per checkpoint for ring sizes vs last-write-wins (in-process)."""
+STORAGE_VARIANTS: dict[str, dict[str, Any]] = {
+    "ring 0": {"ring_size": 0},
+    "ring 4": {"ring_size": 4},
+    "ring 8": {"ring_size": 8},
+    "ring 16": {"ring_size": 16},
+    "last-write-wins": {"reducer": None},  # filled in with _lww_reducer below
+}
+
+
+async def _stored_bytes(saver: Any, thread_id: str) -> int:
+    """What the backend holds for one thread: checkpoints, metadata, blobs and writes."""
+    if hasattr(saver, "storage"):  # in memory: the serialized bytes the saver keeps
+        total = sum(len(c) + len(m) for c, m, _ in saver.storage[thread_id][""].values())
+        total += sum(len(v[1]) for k, v in saver.blobs.items() if k[0] == thread_id)
+        total += sum(
+            len(w[2][1]) for k, ws in saver.writes.items() if k[0] == thread_id for w in ws.values()
+        )
+        return total
+    if hasattr(saver, "_cursor"):  # PostgreSQL
+        queries = [
+            "SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) AS n "
+            "FROM checkpoints WHERE thread_id = %s",
+            "SELECT COALESCE(SUM(length(blob)), 0) AS n FROM checkpoint_blobs WHERE thread_id = %s",
+            "SELECT COALESCE(SUM(length(blob)), 0) AS n FROM checkpoint_writes WHERE thread_id = %s",
+        ]
+        total = 0
+        async with saver._cursor() as cursor:
+            for query in queries:
+                await cursor.execute(query, (thread_id,))
+                total += int((await cursor.fetchone())["n"])
+        return total
+    total = 0  # SQLite
+    for query in (
+        "SELECT COALESCE(SUM(length(checkpoint) + length(metadata)), 0) FROM checkpoints WHERE thread_id = ?",
+        "SELECT COALESCE(SUM(length(value)), 0) FROM writes WHERE thread_id = ?",
+    ):
+        async with saver.lock, saver.conn.execute(query, (thread_id,)) as cursor:
+            total += (await cursor.fetchone())[0]
+    return total
+
+
+async def _bench_storage(spec: str, turns: int) -> dict[str, Any]:
+    """Per variant: bytes stored for the thread, bytes per checkpoint, tool_state JSON size."""
     out: dict[str, Any] = {}
-    for ring in (0, 4, 8, 16):
-        reducer = make_merge_tool_state(ring_size=ring)
-        state: dict[str, Any] = {}
-        for turn in range(1, turns + 1):
-            fields = {"bench/measure/value": {"turn": turn, "reading": [turn * 0.5] * 8}}
-            fields.update(
-                {f"bench/measure/static_{i}": {"unit": "m", "scale": i} for i in range(STATIC_KEYS)}
+    async with open_checkpointer(spec) as saver:
+        for name, options in STORAGE_VARIANTS.items():
+            if "reducer" in options:
+                options = {"reducer": _lww_reducer}
+            agent = build_agent(
+                ScriptedChatModel(respond=_respond), [measure], checkpointer=saver, **options
             )
-            state = reducer(
-                state, {k: {"value": v, "turn": turn, "tool": "measure"} for k, v in fields.items()}
-            )
-        out[f"ring {ring}"] = len(json.dumps(state))
-    out["last-write-wins"] = len(json.dumps(_lww(state)))
+            thread = f"store-{uuid4().hex}"
+            for _ in range(turns):
+                await run_turn(agent, thread, "measure")
+            state = (await agent.aget_state({"configurable": {"thread_id": thread}})).values
+            stored = await _stored_bytes(saver, thread)
+            count = len(await CheckpointHistory(saver).checkpoint_ids(thread))
+            out[name] = {
+                "thread_bytes": stored,
+                "per_checkpoint": stored / count,
+                "tool_state_json": len(json.dumps(state["tool_state"])),
+            }
     return out
 
 
-async def _sqlite_bytes_per_checkpoint(turns: int, ring: int | None, workdir: Path) -> float:
-    path = workdir / f"store-{ring}-{uuid4().hex}.sqlite"
-    async with open_checkpointer(f"sqlite:{path}") as saver:
-        agent = build_agent(
-            ScriptedChatModel(respond=_respond), [measure], checkpointer=saver, ring_size=ring or 0
-        )
-        for _ in range(turns):
-            await run_turn(agent, "t", "measure")
-        count = len(await CheckpointHistory(saver)._all_checkpoint_ids("t"))
-    return os.path.getsize(path) / count
+def _spec(backend: str, workdir: Path) -> str:
+    return {
+        "memory": "memory",
+        "sqlite": f"sqlite:{workdir / f'{uuid4().hex}.sqlite'}",
+        "postgres": f"postgres:{PG_DSN}",
+    }[backend]
 
 
 def _plot(figures: dict[str, Any], path: Path) -> bool:
@@ -344,17 +387,19 @@ def _table(figures: dict[str, Any]) -> str:
         lines.append(
             f"| {keys} | {row['versioned']:.1f} | {row['last-write-wins']:.1f} | {row['ratio']:.1f}× |"
         )
-    storage = figures["storage"]
-    lines += [
-        "",
-        f"## Storage ({figures['storage_turns']} turns)",
-        "",
-        "| | tool_state JSON bytes | SQLite bytes per checkpoint |",
-        "| --- | ---: | ---: |",
-    ]
-    for name, size in storage["tool_state"].items():
-        per = storage["sqlite_per_checkpoint"].get(name)
-        lines.append(f"| {name} | {size:,} | {per:,.0f} |" if per else f"| {name} | {size:,} | — |")
+    lines += ["", f"## Storage ({figures['storage_turns']} turns, bytes)", ""]
+    for backend, variants in figures["storage"].items():
+        base = variants["last-write-wins"]["thread_bytes"]
+        lines += [
+            f"| {backend} | thread total | per checkpoint | vs last-write-wins | tool_state JSON |",
+            "| --- | ---: | ---: | ---: | ---: |",
+        ]
+        for name, row in variants.items():
+            lines.append(
+                f"| {name} | {row['thread_bytes']:,} | {row['per_checkpoint']:,.0f} | "
+                f"{row['thread_bytes'] / base:.3f}× | {row['tool_state_json']:,} |"
+            )
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -371,11 +416,7 @@ async def _main(args: argparse.Namespace) -> None:
     for backend in args.backends.split(","):
         figures["reads"][backend] = {}
         for turns in lengths:
-            spec = {
-                "memory": "memory",
-                "sqlite": f"sqlite:{workdir / f'{uuid4().hex}.sqlite'}",
-                "postgres": f"postgres:{PG_DSN}",
-            }[backend]
+            spec = _spec(backend, workdir)
             _progress(f"{backend}: building {turns}-turn threads")
             try:
                 figures["reads"][backend][str(turns)] = await _bench_reads(spec, turns, repeat)
@@ -387,14 +428,10 @@ async def _main(args: argparse.Namespace) -> None:
     figures["reducer"] = _bench_reducer(repeat)
     storage_turns = 20 if args.quick else 50
     figures["storage_turns"] = storage_turns
-    figures["storage"] = {
-        "tool_state": await _bench_storage(storage_turns),
-        "sqlite_per_checkpoint": {},
-    }
-    for ring in (0, 8):
-        figures["storage"]["sqlite_per_checkpoint"][
-            f"ring {ring}"
-        ] = await _sqlite_bytes_per_checkpoint(storage_turns, ring, workdir)
+    figures["storage"] = {}
+    for backend in figures["reads"]:
+        _progress(f"{backend}: storage with ring sizes 0/4/8/16 and last-write-wins")
+        figures["storage"][backend] = await _bench_storage(_spec(backend, workdir), storage_turns)
     for leftover in workdir.glob("*.sqlite*"):
         leftover.unlink()
     RESULTS.mkdir(exist_ok=True)

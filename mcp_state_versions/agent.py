@@ -14,7 +14,7 @@ finds it can locate a turn from metadata alone instead of reading every checkpoi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -96,15 +96,17 @@ def build_agent(
     ring_size: int = 8,
     ring_bytes: int = 256 * 1024,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
+    reducer: Callable[..., dict[str, Any]] | None = None,
 ) -> CompiledStateGraph:
     """A compiled tool-calling agent whose tools publish into versioned ``tool_state``.
 
     ``model`` is any chat model that supports ``bind_tools``. The ring bounds and budget
-    configure the ``tool_state`` reducer (:func:`~mcp_state_versions.state.make_merge_tool_state`).
+    configure the ``tool_state`` reducer (:func:`~mcp_state_versions.state.make_merge_tool_state`);
+    ``reducer`` replaces it outright (the benchmarks compare with last-write-wins this way).
     ``system_prompt`` is prepended to every model call (not stored in state); ``None`` omits it.
     """
     all_tools = with_session_state(tools, checkpointer, allowed_keys=allowed_keys, history=history)
-    reducer = make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
+    reducer = reducer or make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
     bound = model.bind_tools(all_tools)
     prefix = [SystemMessage(system_prompt)] if system_prompt else []
 

@@ -57,8 +57,13 @@ class _Link:
     source: str | None
 
     def turn_hint(self) -> int | None:
-        """Human messages in this checkpoint as its metadata stamp implies, when stamped."""
-        if self.stamped_turn is None:
+        """Human messages in this checkpoint as its metadata stamp implies, when stamped.
+
+        A run's ``input`` checkpoint still holds the previous turn's messages; its ``loop``
+        checkpoints hold the new one. Any other source (an update, a fork copy) is not trusted
+        and is counted from its messages.
+        """
+        if self.stamped_turn is None or self.source not in ("input", "loop"):
             return None
         return self.stamped_turn - 1 if self.source == "input" else self.stamped_turn
 
@@ -167,8 +172,12 @@ class CheckpointHistory:
             return True
         return position > 0 and await chain.turn(position - 1, trust_stamps=False) <= turn
 
-    async def _all_checkpoint_ids(self, thread_id: str) -> list[str]:
-        """Every root-namespace checkpoint of the thread, on any branch."""
+    async def branch_checkpoint_ids(self, thread_id: str) -> list[str]:
+        """The checkpoints of the thread's current branch, newest (the head) first."""
+        return [link.checkpoint_id for link in (await self._chain(thread_id)).links]
+
+    async def checkpoint_ids(self, thread_id: str) -> list[str]:
+        """Every root-namespace checkpoint of the thread, on any branch, in no set order."""
         rows = await _scan(self.saver, thread_id)
         if rows is not None:
             return [row.checkpoint_id for row in rows]

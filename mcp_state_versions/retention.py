@@ -225,7 +225,7 @@ async def prune_thread(
             if boundary is not None:
                 doomed.extend(on_branch[boundary:])
     if drop_abandoned:
-        everything = await history._all_checkpoint_ids(thread_id)
+        everything = await history.checkpoint_ids(thread_id)
         doomed.extend(sorted(set(everything) - set(on_branch)))
     await _delete(saver, thread_id, doomed)
     index = await history.turns(thread_id)

@@ -44,13 +44,13 @@ async def test_drop_abandoned_removes_only_other_branches(thread_id: str) -> Non
         await run_turn(agent, thread_id, text)
     await fork_at(agent, thread_id, 1, "find Oslo")
     history = CheckpointHistory(saver)
-    on_branch = len((await history._chain(thread_id)).links)
-    everything = len(await history._all_checkpoint_ids(thread_id))
+    on_branch = len(await history.branch_checkpoint_ids(thread_id))
+    everything = len(await history.checkpoint_ids(thread_id))
     assert everything > on_branch
     result = await prune_thread(saver, thread_id, drop_abandoned=True)
     assert result.deleted == everything - on_branch
     assert result.retained_turns == (1, 2)
-    assert len(await history._all_checkpoint_ids(thread_id)) == on_branch
+    assert len(await history.checkpoint_ids(thread_id)) == on_branch
 
 
 async def test_prune_thread_refuses_unclear_requests(thread_id: str) -> None:
