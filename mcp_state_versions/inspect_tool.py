@@ -163,16 +163,21 @@ def _unknown_key(key: str, keys: Sequence[str]) -> str:
     return f'No key {key!r} in session state.{hint} Keys: {listed}{more}. key="*" lists them.'
 
 
-def _marker(entry: Mapping[str, Any]) -> str:
-    versions = entry.get("versions", 1) if isinstance(entry, Mapping) else 1
+def _is_entry(entry: Any) -> bool:
+    """Whether a ``tool_state`` value is an entry this library's reducer wrote."""
+    return isinstance(entry, Mapping) and "versions" in entry and "since" in entry
+
+
+def _marker(entry: Any) -> str:
+    versions = entry["versions"] if _is_entry(entry) else 1
     return (
         f" — rewritten, {versions} versions" if isinstance(versions, int) and versions > 1 else ""
     )
 
 
 def _entry_value(entry: Any) -> tuple[bool, Any]:
-    """``(present, value)``; an entry that is not an entry is shown as its own value."""
-    if isinstance(entry, Mapping) and "seq" in entry:
+    """``(present, value)``; a value stored without the reducer is shown as itself."""
+    if _is_entry(entry):
         return ("value" in entry, entry.get("value"))
     return True, entry
 
@@ -182,16 +187,19 @@ def _listing(tool_state: Mapping[str, Any], pattern: str | None) -> str:
     for key in sorted(tool_state):
         entry = tool_state[key]
         present, value = _entry_value(entry)
-        described = shape(value) if present else "(value evicted for size; read it with turn=)"
-        line = f"{key}: {described}{_marker(entry) if isinstance(entry, Mapping) else ''}"
-        lines.append(line)
+        described = (
+            shape(value)
+            if present
+            else f"(value evicted for size; read it with turn={entry.get('turn')})"
+        )
+        lines.append(f"{key}: {described}{_marker(entry)}")
     if pattern:
         regex, _ = compile_pattern(pattern)
         lines = [line for line in lines if regex.search(line)]
     if not lines:
         return "Session state is empty." if not tool_state else "No key matches that pattern."
     text = "\n".join(lines)
-    if any(_marker(entry) for entry in tool_state.values() if isinstance(entry, Mapping)):
+    if any(_marker(entry) for entry in tool_state.values()):
         text += (
             "\n(A rewritten key held other values in earlier turns: read one with turn=N, "
             "or all of them with versions=true.)"
@@ -212,10 +220,10 @@ def _narrow(value: Any, *, path: str | None, pattern: str | None) -> str:
     return (prefix if literal else "") + "\n".join(lines)
 
 
-def _rewrite_note(key: str, entry: Mapping[str, Any]) -> str:
-    versions = entry.get("versions", 1)
-    if not isinstance(versions, int) or versions < 2:
+def _rewrite_note(key: str, entry: Any) -> str:
+    if not _marker(entry):
         return ""
+    versions = entry["versions"]
     return (
         f"\n(Note: {key} has held {versions} values; this is the one since turn "
         f"{entry.get('since')}. For an earlier one call inspect_state(key={key!r}, turn=N), "
@@ -231,8 +239,7 @@ def _current(key: str, entry: Any, *, path: str | None, pattern: str | None) -> 
             f"budget. It was last written in turn {entry.get('turn')}: read it with "
             f"inspect_state(key={key!r}, turn={entry.get('turn')})."
         )
-    body = _narrow(value, path=path, pattern=pattern)
-    return body + (_rewrite_note(key, entry) if isinstance(entry, Mapping) else "")
+    return _narrow(value, path=path, pattern=pattern) + _rewrite_note(key, entry)
 
 
 def read_state_key(
@@ -442,11 +449,7 @@ def make_inspect_state(
 
 def versioned_entries(tool_state: Mapping[str, Any]) -> Mapping[str, StateEntry]:
     """Only true entries can answer for the past; a raw value is treated as unversioned."""
-    return {
-        key: entry
-        for key, entry in tool_state.items()
-        if isinstance(entry, Mapping) and "versions" in entry and "since" in entry
-    }
+    return {key: entry for key, entry in tool_state.items() if _is_entry(entry)}
 
 
 def _thread_id(runtime: ToolRuntime) -> str | None:

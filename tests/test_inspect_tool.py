@@ -184,3 +184,13 @@ def test_large_values_come_back_as_an_outline() -> None:
     assert "too large to show whole" in text
     assert "features: list[40] of object[2 keys]" in text and "features[0].coords" in text
     assert read_state_key("k", state, path="features[3].name") == '"f3"'
+
+
+def test_an_evicted_value_says_how_to_read_it() -> None:
+    reducer = make_merge_tool_state(budget_bytes=150)
+    tool_state = reducer({}, {"old": {"value": "a" * 100, "turn": 1}})
+    tool_state = reducer(tool_state, {"new": {"value": "b" * 100, "turn": 2}})
+    state = {"messages": [HumanMessage("1"), HumanMessage("2")], "tool_state": tool_state}
+    assert "old: (value evicted for size; read it with turn=1)" in read_state_key("*", state)
+    text = read_state_key("old", state)
+    assert "evicted from session state" in text and "turn=1" in text and "aaa" not in text
