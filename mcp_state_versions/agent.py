@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -110,12 +110,15 @@ def build_agent(
     bound = model.bind_tools(all_tools)
     prefix = [SystemMessage(system_prompt)] if system_prompt else []
 
-    async def agent(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        reply = await bound.ainvoke([*prefix, *state["messages"]], config)
-        return {"messages": [reply]}
+    def call_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [bound.invoke([*prefix, *state["messages"]], config)]}
+
+    async def acall_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [await bound.ainvoke([*prefix, *state["messages"]], config)]}
 
     graph = StateGraph(make_session_state(reducer))
-    graph.add_node("agent", agent)
+    # Both forms, so the agent runs under invoke() as well as ainvoke()/astream().
+    graph.add_node("agent", RunnableLambda(call_model, afunc=acall_model, name="agent"))
     graph.add_node("tools", ToolNode(all_tools))
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})

@@ -403,48 +403,114 @@ def make_inspect_state(
             Field(description="List every value the key has held, with its turns."),
         ] = False,
     ) -> str:
-        try:
-            key_ = _parse_key(key)
-            turn_ = _parse_turn(turn)
-            pattern_ = _parse_text("pattern", pattern)
-            path_ = _parse_text("path", path)
-            all_versions = _parse_flag("versions", versions)
-            if turn_ is None and not all_versions:
-                return read_state_key(
-                    key_, runtime.state, pattern=pattern_, path=path_, allowed_keys=allowed_keys
-                )
-            tool_state = visible_keys(
-                _readable(state_field(runtime.state, "tool_state")), allowed_keys
-            )
-            if key_ == "*":
-                return (
-                    'turn= and versions= read one key; call key="*" without them to list keys, '
-                    "then read the key you need."
-                )
-            if key_ not in tool_state:
-                return _unknown_key(key_, list(tool_state))
-            if key_ not in versioned_entries(tool_state):
-                return (
-                    f"{key_} carries no version record (it was stored without this library's "
-                    "reducer), so only its current value can be read: call without turn= or "
-                    "versions=."
-                )
-            if all_versions and turn_ is None:
-                return _versions(key_, tool_state[key_], path=path_, pattern=pattern_)
-            assert turn_ is not None
-            answer = await resolve_turn(
-                versioned_entries(tool_state),
-                key_,
-                turn_,
-                current_turn=count_turns(state_field(runtime.state, "messages")),
-                history=history,
-                thread_id=_thread_id(runtime),
-            )
-            return describe_answer(answer, keys=list(tool_state), path=path_, pattern=pattern_)
-        except (_BadCall, PathError) as error:
-            return str(error)
+        return await _inspect(
+            runtime, key, pattern, path, turn, versions, allowed_keys=allowed_keys, history=history
+        )
 
+    def inspect_state_sync(
+        key: Any,
+        runtime: ToolRuntime,
+        pattern: Any = None,
+        path: Any = None,
+        turn: Any = None,
+        versions: Any = False,
+    ) -> str:
+        # A graph run with invoke() calls tools synchronously. Everything but a walk of
+        # checkpoint history completes without awaiting, so drive the same coroutine by hand;
+        # a read that needs the walk gets told so instead of crashing the run.
+        reads = _inspect(
+            runtime,
+            key,
+            pattern,
+            path,
+            turn,
+            versions,
+            allowed_keys=allowed_keys,
+            history=_AsyncOnly() if history is not None else None,
+        )
+        try:
+            reads.send(None)
+        except StopIteration as done:
+            return done.value
+        except _NeedsAsync:
+            return (
+                "That turn is older than the versions kept with the key, and reading it needs "
+                "the conversation's checkpoint history, which is only read when the agent runs "
+                "asynchronously (ainvoke/astream). Do not use the current value in its place; "
+                "say the earlier value is not available here."
+            )
+        finally:
+            reads.close()
+        raise RuntimeError("inspect_state awaited unexpectedly in a synchronous run")
+
+    inspect_state.func = inspect_state_sync  # type: ignore[attr-defined]
     return inspect_state
+
+
+class _NeedsAsync(Exception):
+    """Raised by :class:`_AsyncOnly` when a synchronous run would need the history walk."""
+
+
+class _AsyncOnly:
+    """Stands in for the history in a synchronous run: asking it anything raises at once."""
+
+    async def turns(self, thread_id: str) -> Any:
+        raise _NeedsAsync
+
+    async def tool_state_at(self, thread_id: str, turn: int) -> Any:
+        raise _NeedsAsync
+
+
+async def _inspect(
+    runtime: ToolRuntime,
+    key: Any,
+    pattern: Any,
+    path: Any,
+    turn: Any,
+    versions: Any,
+    *,
+    allowed_keys: Sequence[str] | None,
+    history: ThreadHistory | None,
+) -> str:
+    """The body of ``inspect_state``, shared by its async and sync forms."""
+    try:
+        key_ = _parse_key(key)
+        turn_ = _parse_turn(turn)
+        pattern_ = _parse_text("pattern", pattern)
+        path_ = _parse_text("path", path)
+        all_versions = _parse_flag("versions", versions)
+        if turn_ is None and not all_versions:
+            return read_state_key(
+                key_, runtime.state, pattern=pattern_, path=path_, allowed_keys=allowed_keys
+            )
+        tool_state = visible_keys(_readable(state_field(runtime.state, "tool_state")), allowed_keys)
+        if key_ == "*":
+            return (
+                'turn= and versions= read one key; call key="*" without them to list keys, '
+                "then read the key you need."
+            )
+        if key_ not in tool_state:
+            return _unknown_key(key_, list(tool_state))
+        if key_ not in versioned_entries(tool_state):
+            return (
+                f"{key_} carries no version record (it was stored without this library's "
+                "reducer), so only its current value can be read: call without turn= or "
+                "versions=."
+            )
+        if all_versions and turn_ is None:
+            return _versions(key_, tool_state[key_], path=path_, pattern=pattern_)
+        assert turn_ is not None
+        answer = await resolve_turn(
+            versioned_entries(tool_state),
+            key_,
+            turn_,
+            current_turn=count_turns(state_field(runtime.state, "messages")),
+            history=history,
+            thread_id=_thread_id(runtime),
+        )
+        return describe_answer(answer, keys=list(tool_state), path=path_, pattern=pattern_)
+    except (_BadCall, PathError) as error:
+        return str(error)
 
 
 def versioned_entries(tool_state: Mapping[str, Any]) -> Mapping[str, StateEntry]:

@@ -109,3 +109,38 @@ async def test_the_demo_runs_and_shows_each_outcome() -> None:
     assert "Turn 7 never happened" in text
     assert "Turn 1 is no longer retained" in text
     assert text.count("[12.4, 55.5, 12.7, 55.8]") >= 3  # turn 1 read before and after pruning
+
+
+def test_a_synchronous_run_reads_the_ring_and_says_when_it_needs_the_walk() -> None:
+    saver = PruningInMemorySaver()
+    script = [
+        AIMessage("", tool_calls=[call("get_aoi", "a", place="Copenhagen")]),
+        AIMessage("ok"),
+        AIMessage("", tool_calls=[call("get_aoi", "b", place="Aarhus")]),
+        AIMessage("ok"),
+        AIMessage(
+            "",
+            tool_calls=[
+                call("inspect_state", "c", key=BBOX, turn=1),
+                call("inspect_state", "d", key=BBOX, versions=True),
+            ],
+        ),
+        AIMessage("done"),
+    ]
+    config = {"configurable": {"thread_id": "sync"}}
+    for ring_size in (8, 0):
+        agent = build_agent(
+            ScriptedChatModel(replies=script), [get_aoi], checkpointer=saver, ring_size=ring_size
+        )
+        config = {"configurable": {"thread_id": f"sync-{ring_size}"}}
+        for text in ["Find Copenhagen", "Find Aarhus", "Compare"]:
+            state = agent.invoke({"messages": [("user", text)]}, config)
+        replies = {
+            m.tool_call_id: str(m.content) for m in state["messages"] if isinstance(m, ToolMessage)
+        }
+        if ring_size:
+            assert replies["c"].endswith("[12.4, 55.5, 12.7, 55.8]")
+        else:
+            assert "only read when the agent runs asynchronously" in replies["c"]
+            assert "9.9" not in replies["c"]
+        assert "has held 2 values" in replies["d"]
