@@ -285,6 +285,9 @@ async def _bench_storage(spec: str, turns: int) -> dict[str, Any]:
     return out
 
 
+COLORS = {"memory": "tab:blue", "sqlite": "tab:green", "postgres": "tab:red"}
+
+
 def _spec(backend: str, workdir: Path) -> str:
     return {
         "memory": "memory",
@@ -302,25 +305,32 @@ def _plot(figures: dict[str, Any], path: Path) -> bool:
     except ImportError:
         _progress("matplotlib not installed (pip install -e '.[bench]'): no plot")
         return False
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for backend, by_length in figures["reads"].items():
-        lengths = sorted(int(n) for n in by_length)
-        for method, style in (("ring", "-"), ("walk", "--"), ("baseline", ":")):
-            points = [
-                (n, by_length[str(n)]["turn 1"][method]["median_ms"])
-                for n in lengths
-                if by_length[str(n)]["turn 1"][method]
-            ]
-            if points:
-                ax.plot(
-                    *zip(*points, strict=True), style, marker="o", label=f"{method} · {backend}"
-                )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("conversation length (turns)")
-    ax.set_ylabel("read of turn 1, median (ms)")
-    ax.set_title("inspect_state(key, turn=1): ring vs checkpoint walk vs full history walk")
-    ax.legend(fontsize=7)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
+    for ax, label in zip(axes, ("turn 1", "turn T-3"), strict=True):
+        for backend, by_length in figures["reads"].items():
+            lengths = sorted(int(n) for n in by_length)
+            for method, style in (("ring", "-"), ("walk", "--"), ("baseline", ":")):
+                points = [
+                    (n, by_length[str(n)][label][method]["median_ms"])
+                    for n in lengths
+                    if by_length[str(n)][label][method]
+                ]
+                if points:
+                    ax.plot(
+                        *zip(*points, strict=True),
+                        style,
+                        marker="o",
+                        color=COLORS.get(backend),
+                        label=f"{method} · {backend}",
+                    )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("conversation length (turns)")
+        ax.set_title(f"read of {label}")
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0].set_ylabel("median latency (ms)")
+    axes[1].legend(fontsize=7)
+    fig.suptitle("inspect_state(key, turn=N): ring lookup vs library walk vs full history walk")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True
@@ -434,11 +444,16 @@ async def _main(args: argparse.Namespace) -> None:
         figures["storage"][backend] = await _bench_storage(_spec(backend, workdir), storage_turns)
     for leftover in workdir.glob("*.sqlite*"):
         leftover.unlink()
+    figures["command"] = f"python -m benchmarks {' '.join(sys.argv[1:])}".strip()
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(figures, indent=1))
+    _report(figures)
+
+
+def _report(figures: dict[str, Any]) -> None:
     plotted = _plot(figures, RESULTS / "latest.png")
     print(
-        f"Machine: {figures['machine']}. Command: python -m benchmarks {' '.join(sys.argv[1:])}\n"
+        f"Machine: {figures['machine']}. Command: {figures.get('command', 'python -m benchmarks')}\n"
     )
     print(_table(figures))
     print(
@@ -458,7 +473,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--turns", default=None, help="comma-separated lengths (default 10,100,500)"
     )
     parser.add_argument("--backends", default="memory,sqlite,postgres")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="re-render the table and plot from the last run's JSON",
+    )
     args = parser.parse_args(argv)
+    if args.report:
+        _report(json.loads((RESULTS / "latest.json").read_text()))
+        return
     if args.turns is None:
         args.turns = "10,40" if args.quick else "10,100,500"
     asyncio.run(_main(args))
