@@ -225,3 +225,33 @@ async def test_ring_walk_and_reference_agree_on_every_backend(saver: Any, thread
         # Two threads of one saver stand in for the two deployments.
         name = f"{thread_id}-{index}"
         await check_agreement(plan, (saver, f"{name}-ring"), (saver, f"{name}-walk"))
+
+
+class CountingSaver(PruningInMemorySaver):
+    """Counts full checkpoint loads (the expensive part of a walk)."""
+
+    loads = 0
+
+    async def aget_tuple(self, config):  # type: ignore[no-untyped-def]
+        CountingSaver.loads += 1
+        return await super().aget_tuple(config)
+
+
+async def test_the_walk_loads_a_logarithmic_number_of_checkpoints() -> None:
+    saver = CountingSaver()
+    agent = agent_on(saver, ring_size=0)
+    stamped, plain_thread = "stamped", "plain"
+    for index in range(40):
+        text = f"find {['Copenhagen', 'Aarhus', 'Oslo'][index % 3]}"
+        await run_turn(agent, stamped, text)
+        await agent.ainvoke(
+            {"messages": [("user", text)]}, {"configurable": {"thread_id": plain_thread}}
+        )
+    history = CheckpointHistory(saver)
+    checkpoints = len(await history.branch_checkpoint_ids(plain_thread))
+    assert checkpoints >= 150
+    for thread, budget in ((stamped, 3), (plain_thread, 2 * checkpoints.bit_length() + 4)):
+        CountingSaver.loads = 0
+        snapshot = await history.tool_state_at(thread, 1)
+        assert snapshot.tool_state[BBOX]["value"] == CPH
+        assert CountingSaver.loads <= budget, (thread, CountingSaver.loads)
