@@ -109,12 +109,17 @@ async def test_path_and_pattern_narrow_an_old_value() -> None:
     assert text.endswith("[3] = 55.8")
 
 
-async def test_without_history_an_old_version_is_refused_not_substituted() -> None:
-    small = make_merge_tool_state(ring_size=1)
+def three_turns(ring_size: int) -> dict[str, Any]:
+    """A state whose key "k" held v1, v2 and v3 in turns 1-3, with a ring of ``ring_size``."""
+    reducer = make_merge_tool_state(ring_size=ring_size)
     tool_state: dict = {}
     for turn, value in enumerate(["v1", "v2", "v3"], start=1):
-        tool_state = small(tool_state, {"k": {"value": value, "turn": turn}})
-    state = {"messages": [HumanMessage(str(i)) for i in range(3)], "tool_state": tool_state}
+        tool_state = reducer(tool_state, {"k": {"value": value, "turn": turn}})
+    return {"messages": [HumanMessage(str(i)) for i in range(3)], "tool_state": tool_state}
+
+
+async def test_without_history_an_old_version_is_refused_not_substituted() -> None:
+    state = three_turns(ring_size=1)
     text = await ask(state, key="k", turn=1)
     assert "keeps no turn history" in text and "reach back only to turn 2" in text
     assert "v3" not in text and "Do not use the current value" in text
@@ -135,11 +140,7 @@ class StubHistory:
 
 
 async def test_ring_first_history_second_and_pruned_is_its_own_answer() -> None:
-    small = make_merge_tool_state(ring_size=0)
-    tool_state: dict = {}
-    for turn, value in enumerate(["v1", "v2", "v3"], start=1):
-        tool_state = small(tool_state, {"k": {"value": value, "turn": turn}})
-    state = {"messages": [HumanMessage(str(i)) for i in range(3)], "tool_state": tool_state}
+    state = three_turns(ring_size=0)
     history = StubHistory()
     assert "v3" in await ask(state, history=history, key="k", turn=3)
     assert history.calls == []  # the current version answered from the entry
