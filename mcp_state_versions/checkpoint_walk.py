@@ -55,6 +55,7 @@ class _Link:
     parent_id: str | None
     stamped_turn: int | None
     source: str | None
+    metadata_read: bool = True
 
     def turn_hint(self) -> int | None:
         """Human messages in this checkpoint as its metadata stamp implies, when stamped.
@@ -90,6 +91,10 @@ class _Chain:
     async def turn(self, index: int, *, trust_stamps: bool = True) -> int:
         if index in self._turns:
             return self._turns[index]
+        if trust_stamps and not self.links[index].metadata_read:
+            self.links[index] = await self._history._read_metadata(
+                self._thread_id, self.links[index]
+            )
         hint = self.links[index].turn_hint() if trust_stamps else None
         if hint is not None:
             return hint
@@ -229,6 +234,11 @@ class CheckpointHistory:
             found = await self._load(thread_id, parent) if parent else None
         return chain
 
+    async def _read_metadata(self, thread_id: str, link: _Link) -> _Link:
+        """Read a stamp the lineage scan left out (SQLite: see ``_scan_sqlite``)."""
+        stamp, source = await _sqlite_stamp(self.saver, thread_id, link.checkpoint_id)
+        return _Link(link.checkpoint_id, link.parent_id, stamp, source)
+
     async def _load(self, thread_id: str, checkpoint_id: str | None) -> CheckpointTuple | None:
         configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
         if checkpoint_id is not None:
@@ -272,16 +282,28 @@ def _scan_memory(saver: InMemorySaver, thread_id: str) -> list[_Link]:
 
 
 async def _scan_sqlite(saver: Any, thread_id: str) -> list[_Link]:
+    """Ids and parents only. SQLite stores ``metadata`` after the whole serialized checkpoint in
+    each row, so reading it means reading the row's overflow pages: for every row that is most
+    of a long thread's file. Stamps are read per link instead, for the few the search visits."""
     await saver.setup()
     query = (
-        "SELECT checkpoint_id, parent_checkpoint_id, "
-        f"json_extract(CAST(metadata AS TEXT), '$.{TURN_METADATA_KEY}'), "
-        "json_extract(CAST(metadata AS TEXT), '$.source') "
-        "FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''"
+        "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = ''"
     )
     async with saver.lock, saver.conn.execute(query, (thread_id,)) as cursor:
         rows = await cursor.fetchall()
-    return [_Link(row[0], row[1], _as_int(row[2]), row[3]) for row in rows]
+    return [_Link(row[0], row[1], None, None, metadata_read=False) for row in rows]
+
+
+async def _sqlite_stamp(saver: Any, thread_id: str, checkpoint_id: str) -> tuple[int | None, Any]:
+    query = (
+        f"SELECT json_extract(CAST(metadata AS TEXT), '$.{TURN_METADATA_KEY}'), "
+        "json_extract(CAST(metadata AS TEXT), '$.source') FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?"
+    )
+    async with saver.lock, saver.conn.execute(query, (thread_id, checkpoint_id)) as cursor:
+        row = await cursor.fetchone()
+    return (_as_int(row[0]), row[1]) if row else (None, None)
 
 
 async def _scan_postgres(saver: Any, thread_id: str) -> list[_Link]:
