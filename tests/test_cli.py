@@ -100,3 +100,35 @@ def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_real_model_is_asked_for_by_provider_and_errors_say_what_to_install() -> None:
     with pytest.raises(ValueError, match=r"cannot load 'openai:gpt-4o'.*langchain-openai"):
         chat_model("openai:gpt-4o")
+
+
+def test_serve_answers_over_http(demo_file: tuple[str, str, str]) -> None:
+    import socket
+    import time
+
+    import httpx
+
+    spec, first, _ = demo_file
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = Path(sys.executable).with_name("mcp-state-versions")
+    server = subprocess.Popen(
+        [str(script), "serve", "--checkpointer", spec, "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                response = httpx.get(f"http://127.0.0.1:{port}/threads/{first}/turns", timeout=2)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        assert response.status_code == 200 and response.json()["thread_id"] == first
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
