@@ -215,18 +215,20 @@ async def resolve_turn(
     if history is None or thread_id is None:
         return NoHistory(key=key, turn=turn, oldest_in_ring=lookup.oldest_in_ring)
     snapshot = await history.tool_state_at(thread_id, turn)
-    if turn > snapshot.index.total:
-        return NeverHappened(key=key, turn=turn, total=snapshot.index.total)
-    if snapshot.tool_state is None:
-        return NotRetained(
-            key=key, turn=turn, total=snapshot.index.total, retained=snapshot.index.retained
-        )
+    # A run saves checkpoints in the background, so a tool can be ahead of its thread's history
+    # by the turn it is in. Those turns are held by the present, not missing from it.
+    ahead = tuple(range(snapshot.index.total + 1, current_turn + 1))
+    gone = NotRetained(
+        key=key,
+        turn=turn,
+        total=max(current_turn, snapshot.index.total),
+        retained=snapshot.index.retained + ahead,
+    )
+    if turn > snapshot.index.total or snapshot.tool_state is None:
+        return gone
     past = snapshot.tool_state.get(key)
     if past is None:
         return KeyNotSetYet(key=key, turn=turn, first_turn=None)
     if "value" not in past:
-        # The budget had evicted the value at that point; the checkpoint holds no copy.
-        return NotRetained(
-            key=key, turn=turn, total=snapshot.index.total, retained=snapshot.index.retained
-        )
+        return gone  # the budget had evicted it then too; no checkpoint holds a copy
     return Found(key, turn, past["value"], past["since"], None, source="history")

@@ -195,3 +195,17 @@ def test_an_evicted_value_says_how_to_read_it() -> None:
     assert "old: (value evicted for size; read it with turn=1)" in read_state_key("*", state)
     text = read_state_key("old", state)
     assert "evicted from session state" in text and "turn=1" in text and "aaa" not in text
+
+
+class LaggingHistory(StubHistory):
+    """History that has recorded two turns while the tool already runs in the third."""
+
+    async def tool_state_at(self, thread_id: str, turn: int) -> TurnSnapshot:
+        self.calls.append((thread_id, turn))
+        return TurnSnapshot(turn, TurnIndex(2, (2,)), None)
+
+
+async def test_a_history_behind_the_present_counts_the_present_as_retained() -> None:
+    state = three_turns(ring_size=0)
+    text = await ask(state, history=LaggingHistory(), key="k", turn=1)
+    assert "Turn 1 is no longer retained" in text and "Retained turns: 2–3" in text
