@@ -86,10 +86,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
-    from .checkpointers import CheckpointerSpecError
-
-    parser = _parser()
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     try:
         if args.command == "demo":
             from .demo import main as demo_main
@@ -99,10 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             return _serve(args)
         return asyncio.run(_operate(args))
-    except CheckpointerSpecError as error:
-        print(f"mcp-state-versions: {error}", file=sys.stderr)
-        return 2
-    except ValueError as error:
+    except ValueError as error:  # CheckpointerSpecError, and refused arguments
         print(f"mcp-state-versions: {error}", file=sys.stderr)
         return 2
 
@@ -141,7 +135,7 @@ def _report(console: Any, args: argparse.Namespace, code: str, message: str, dat
     if getattr(args, "json", False):
         console.print_json(data={"outcome": code, "message": message, **data})
     else:
-        console.print(f"[bold red]{code}[/]: {message}" if code != "found" else message)
+        console.print(f"[bold red]{code}[/]: {message}")
     return EXIT_CODES[code]
 
 

@@ -36,6 +36,7 @@ from .checkpointers import open_checkpointer
 from .publish import publish
 from .retention import prune_thread
 from .scripted import ScriptedChatModel, call
+from .state import count_turns
 
 __all__ = ["GAZETTEER", "chat_model", "get_aoi", "main", "run_demo"]
 
@@ -114,7 +115,7 @@ async def _turn(
     before = await agent.aget_state({"configurable": {"thread_id": thread_id}})
     seen = len((before.values or {}).get("messages", []))
     state = await run_turn(agent, thread_id, text)
-    turn = sum(1 for m in state["messages"] if m.type == "human")
+    turn = count_turns(state["messages"])
     out(_wrap(text, f"\n── turn {turn} · user: "))
     for message in state["messages"][seen + 1 :]:
         if isinstance(message, AIMessage):

@@ -491,7 +491,8 @@ async def _inspect(
             )
         if key_ not in tool_state:
             return _unknown_key(key_, list(tool_state))
-        if key_ not in versioned_entries(tool_state):
+        entries = versioned_entries(tool_state)
+        if key_ not in entries:
             return (
                 f"{key_} carries no version record (it was stored without this library's "
                 "reducer), so only its current value can be read: call without turn= or "
@@ -501,7 +502,7 @@ async def _inspect(
             return _versions(key_, tool_state[key_], path=path_, pattern=pattern_)
         assert turn_ is not None
         answer = await resolve_turn(
-            versioned_entries(tool_state),
+            entries,
             key_,
             turn_,
             current_turn=count_turns(state_field(runtime.state, "messages")),
