@@ -266,13 +266,7 @@ def create_app(
                 versions=entry["versions"],
             )
         result = outcome(answer)
-        raise _problem(
-            result.status,
-            result.code,
-            describe_answer(answer, keys=list(present.tool_state), path=None, pattern=None),
-            total=getattr(answer, "total", None),
-            retained=list(getattr(answer, "retained", ())) or None,
-            first_turn=getattr(answer, "first_turn", None),
-        )
+        message = describe_answer(answer, keys=list(present.tool_state))
+        raise _problem(result.status, result.code, message, **result.details)
 
     return app

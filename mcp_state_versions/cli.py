@@ -227,13 +227,9 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
         else:
             console.print_json(data=answer.value)
         return 0
-    code = outcome(answer).code
-    extra = {"key": args.key, "turn": args.turn}
-    for field in ("total", "retained", "first_turn"):
-        if hasattr(answer, field):
-            value = getattr(answer, field)
-            extra[field] = list(value) if isinstance(value, tuple) else value
-    return _report(console, args, code, describe_answer(answer, keys=list(entries)), extra)
+    result = outcome(answer)
+    extra = {"key": args.key, "turn": args.turn, **result.details}
+    return _report(console, args, result.code, describe_answer(answer, keys=list(entries)), extra)
 
 
 async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:

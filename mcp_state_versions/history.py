@@ -18,7 +18,7 @@ In none of them does the current value stand in for an old one.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .state import StateEntry
@@ -162,21 +162,30 @@ class Outcome:
 
     code: str
     status: int
+    #: What the answer tells a reader beyond its code: ``total``, ``retained`` (a list) and
+    #: ``first_turn``, where the answer has them.
+    details: dict[str, Any] = field(default_factory=dict)
 
 
-_OUTCOMES: dict[type, Outcome] = {
-    Found: Outcome("found", 200),
-    NeverHappened: Outcome("turn_never_happened", 404),
-    KeyNotSetYet: Outcome("key_not_set_yet", 404),
-    UnknownKey: Outcome("unknown_key", 404),
-    NotRetained: Outcome("turn_not_retained", 410),
-    NoHistory: Outcome("no_turn_history", 410),
+_OUTCOMES: dict[type, tuple[str, int]] = {
+    Found: ("found", 200),
+    NeverHappened: ("turn_never_happened", 404),
+    KeyNotSetYet: ("key_not_set_yet", 404),
+    UnknownKey: ("unknown_key", 404),
+    NotRetained: ("turn_not_retained", 410),
+    NoHistory: ("no_turn_history", 410),
 }
 
 
 def outcome(answer: TurnAnswer) -> Outcome:
     """The :class:`Outcome` of an answer (shared by the HTTP API and the command line)."""
-    return _OUTCOMES[type(answer)]
+    code, status = _OUTCOMES[type(answer)]
+    details = {
+        name: list(value) if isinstance(value, tuple) else value
+        for name in ("total", "retained", "first_turn")
+        if (value := getattr(answer, name, None)) is not None
+    }
+    return Outcome(code, status, details)
 
 
 @dataclass(frozen=True, slots=True)
