@@ -30,8 +30,7 @@ from pydantic import BaseModel, JsonValue
 
 from .checkpoint_walk import CheckpointHistory
 from .history import Found, ThreadPresent, TurnAnswer, UnknownKey, outcome, resolve_turn
-from .inspect_tool import describe_answer, versioned_entries, visible_keys
-from .render import shape
+from .inspect_tool import describe_answer, entry_summary, versioned_entries, visible_keys
 from .versions import version_spans
 
 __all__ = ["TOKEN_ENV", "Authorize", "create_app"]
@@ -176,15 +175,7 @@ def create_app(
     @app.get("/threads/{thread_id}/state", responses=_PROBLEMS, summary="List keys")
     async def list_state(thread_id: str, present: Thread) -> StateListing:
         keys = [
-            KeySummary(
-                key=key,
-                shape=shape(entry.get("value")) if "value" in entry else "(evicted)",
-                tool=entry.get("tool"),
-                turn=entry["turn"],
-                since=entry["since"],
-                versions=entry["versions"],
-                evicted="value" not in entry,
-            )
+            KeySummary(key=key, **entry_summary(entry))
             for key, entry in sorted(present.tool_state.items())
         ]
         return StateListing(thread_id=thread_id, turn=present.turn, keys=keys)

@@ -143,22 +143,12 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
     from rich.table import Table
 
     from .history import Found, UnknownKey, outcome, resolve_turn
-    from .inspect_tool import describe_answer, versioned_entries
-    from .render import shape
+    from .inspect_tool import describe_answer, entry_summary, versioned_entries
     from .versions import version_spans
 
     entries = versioned_entries(present.tool_state)
     if args.key is None:
-        rows = [
-            {
-                "key": k,
-                "shape": shape(e.get("value")),
-                "tool": e["tool"],
-                "turn": e["turn"],
-                "versions": e["versions"],
-            }
-            for k, e in sorted(entries.items())
-        ]
+        rows = [{"key": k, **entry_summary(e)} for k, e in sorted(entries.items())]
         if args.json:
             console.print_json(data={"thread_id": args.thread, "turn": present.turn, "keys": rows})
             return 0

@@ -43,6 +43,7 @@ from .versions import version_spans
 __all__ = [
     "INSPECT_STATE_DESCRIPTION",
     "describe_answer",
+    "entry_summary",
     "make_inspect_state",
     "read_state_key",
     "versioned_entries",
@@ -512,6 +513,19 @@ async def _inspect(
         return describe_answer(answer, keys=list(tool_state), path=path_, pattern=pattern_)
     except (_BadCall, PathError) as error:
         return str(error)
+
+
+def entry_summary(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One key's row in a listing for people (the HTTP API and the command line)."""
+    evicted = "value" not in entry
+    return {
+        "shape": "(evicted)" if evicted else shape(entry["value"]),
+        "tool": entry.get("tool"),
+        "turn": entry["turn"],
+        "since": entry["since"],
+        "versions": entry["versions"],
+        "evicted": evicted,
+    }
 
 
 def versioned_entries(tool_state: Mapping[str, Any]) -> Mapping[str, StateEntry]:

@@ -132,3 +132,29 @@ def test_serve_answers_over_http(demo_file: tuple[str, str, str]) -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_an_evicted_value_is_listed_as_evicted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    from mcp_state_versions.agent import run_turn
+    from mcp_state_versions.checkpointers import open_checkpointer
+
+    from .helpers import agent_on
+
+    spec = f"sqlite:{tmp_path / 'small.sqlite'}"
+
+    async def fill() -> None:
+        async with open_checkpointer(spec) as saver:
+            agent = agent_on(saver, budget_bytes=20)  # less than one turn publishes
+            for text in ["find Copenhagen", "find Oslo"]:
+                await run_turn(agent, "t", text)
+
+    asyncio.run(fill())
+    code = main(["inspect", "--checkpointer", spec, "--thread", "t", "--json"])
+    rows = {row["key"]: row for row in json.loads(capsys.readouterr().out)["keys"]}
+    assert code == 0
+    assert any(row["evicted"] and row["shape"] == "(evicted)" for row in rows.values())
+    assert all(row["shape"] != "null" for row in rows.values())
