@@ -16,7 +16,8 @@ code says which answer it was, so scripts can branch on it:
 0     found (or the command succeeded)
 2     bad usage (unknown checkpointer spec, bad arguments)
 3     the thread never had that turn (HTTP 404 ``turn_never_happened``)
-4     the turn is no longer retained (HTTP 410 ``turn_not_retained``)
+4     the turn is no longer retained (HTTP 410 ``turn_not_retained``), or the current value
+      was evicted for size (410 ``value_evicted``)
 5     the key was not set yet at that turn (``key_not_set_yet``)
 6     unknown thread or key
 ====  ================================================================
@@ -38,6 +39,7 @@ EXIT_CODES = {
     "turn_never_happened": 3,
     "turn_not_retained": 4,
     "no_turn_history": 4,
+    "value_evicted": 4,
     "key_not_set_yet": 5,
     "unknown_key": 6,
     "unknown_thread": 6,
@@ -181,6 +183,11 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
             table.add_row(turns, json.dumps(item["value"]) if item["kept"] else "(not kept)")
         console.print(table)
         return 0
+    if args.turn is None and "value" not in entry:
+        message = (
+            f"{args.key}'s current value was evicted for size; read it with --turn {entry['turn']}"
+        )
+        return _report(console, args, "value_evicted", message, {"key": args.key})
     if args.turn is None:
         data = {
             "key": args.key,

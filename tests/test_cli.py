@@ -158,3 +158,6 @@ def test_an_evicted_value_is_listed_as_evicted(
     assert code == 0
     assert any(row["evicted"] and row["shape"] == "(evicted)" for row in rows.values())
     assert all(row["shape"] != "null" for row in rows.values())
+    evicted = next(key for key, row in rows.items() if row["evicted"])
+    code = main(["inspect", "--checkpointer", spec, "--thread", "t", evicted, "--json"])
+    assert code == 4 and json.loads(capsys.readouterr().out)["outcome"] == "value_evicted"
