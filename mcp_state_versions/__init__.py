@@ -6,10 +6,12 @@ key was rewritten and reads it as of an earlier turn, from the ring or, for olde
 the checkpointer's history along the thread's current branch.
 """
 
-from .agent import build_agent, run_turn, turn_config, with_session_state
-from .checkpoint_walk import CheckpointHistory
+from .agent import SESSION_STATE_PROMPT, build_agent, run_turn, turn_config, with_session_state
+from .checkpoint_walk import CheckpointHistory, history_for_run
 from .checkpointers import open_checkpointer
+from .clock import CLOCK_KEY, close_turn, count_turns, current_turn, entries_of, open_turn
 from .history import (
+    AUTO,
     Found,
     KeyNotSetYet,
     NeverHappened,
@@ -31,13 +33,15 @@ from .state import (
     SessionState,
     StateEntry,
     ToolStateError,
-    count_turns,
     make_merge_tool_state,
     make_session_state,
     merge_tool_state,
 )
 
 __all__ = [
+    "AUTO",
+    "CLOCK_KEY",
+    "SESSION_STATE_PROMPT",
     "CheckpointHistory",
     "Found",
     "KeyNotSetYet",
@@ -58,12 +62,17 @@ __all__ = [
     "TurnSnapshot",
     "UnknownKey",
     "build_agent",
+    "close_turn",
     "count_turns",
+    "current_turn",
+    "entries_of",
+    "history_for_run",
     "make_inspect_state",
     "make_merge_tool_state",
     "make_session_state",
     "merge_tool_state",
     "open_checkpointer",
+    "open_turn",
     "prune_thread",
     "publish",
     "read_state_key",

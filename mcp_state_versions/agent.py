@@ -7,15 +7,19 @@ a ``StateGraph`` with ``messages`` and versioned ``tool_state``, a model node an
 (LangGraph's prebuilt ``create_react_agent`` is deprecated since LangGraph 1.0, and its
 replacement lives in a separate package; the loop is four lines of graph anyway).
 
-:func:`run_turn` starts a turn with its number stamped into the run's checkpoint metadata. The
-number is derivable from messages, so nothing depends on the stamp, but a checkpoint walk that
-finds it can locate a turn from metadata alone instead of reading every checkpoint's messages.
+The graph runs the turn clock (:mod:`mcp_state_versions.clock`): ``open_turn`` first and
+``close_turn`` last, so any client that sends ``{"messages": [...]}`` gets its turns counted,
+whatever later trims or summarizes the messages.
+
+:func:`run_turn` is a convenience: it sends one user message with the turn's number stamped into
+the run's checkpoint metadata. Nothing depends on the stamp (the clock is the definition), but
+a checkpoint walk uses it to find a turn's checkpoints from metadata alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -26,38 +30,35 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from .history import ThreadHistory
+from .clock import close_turn, current_turn, open_turn
+from .history import AUTO, HistoryOption
 from .inspect_tool import make_inspect_state
 from .state import (
     DEFAULT_BUDGET_BYTES,
     TURN_METADATA_KEY,
-    count_turns,
     make_merge_tool_state,
     make_session_state,
 )
 
-__all__ = ["AUTO", "build_agent", "run_turn", "turn_config", "with_session_state"]
+__all__ = [
+    "AUTO",
+    "SESSION_STATE_PROMPT",
+    "build_agent",
+    "run_turn",
+    "turn_config",
+    "with_session_state",
+]
 
-DEFAULT_SYSTEM_PROMPT = (
+SESSION_STATE_PROMPT = (
     "Your tools publish their results into session state and reply with "
     "'[state updated: <key>, ...]'. Read state with inspect_state. When a key is marked "
     "'rewritten', it held other values in earlier turns: to compare with an earlier result, "
     "read it with turn=N (or versions=true) rather than reading the current value twice."
 )
+"""The guidance a model needs to use session state; ``build_agent`` and
+``SessionStateMiddleware`` put it in the system prompt."""
 
-
-AUTO: Literal["auto"] = "auto"
-"""``history=AUTO`` (the default): walk the given checkpointer's history, if one is given."""
-
-
-def _history_for(
-    checkpointer: BaseCheckpointSaver | None, history: ThreadHistory | Literal["auto"] | None
-) -> ThreadHistory | None:
-    if history != AUTO or checkpointer is None:
-        return history  # type: ignore[return-value]
-    from .checkpoint_walk import CheckpointHistory
-
-    return CheckpointHistory(checkpointer)
+DEFAULT_SYSTEM_PROMPT = SESSION_STATE_PROMPT
 
 
 def with_session_state(
@@ -65,15 +66,17 @@ def with_session_state(
     checkpointer: BaseCheckpointSaver | None = None,
     *,
     allowed_keys: Sequence[str] | None = None,
-    history: ThreadHistory | Literal["auto"] | None = AUTO,
+    history: HistoryOption = AUTO,
 ) -> list[BaseTool]:
     """Return ``tools`` plus one ``inspect_state`` tool.
 
-    With a ``checkpointer``, ``inspect_state(turn=N)`` falls back to walking its history
-    (through :class:`~mcp_state_versions.checkpoint_walk.CheckpointHistory`) when a key's ring
-    no longer holds the version asked for; pass ``history`` to use another
-    :class:`~mcp_state_versions.history.ThreadHistory`, or ``history=None`` to read the ring
-    only. Without history, such reads answer that this deployment keeps no turn history.
+    ``inspect_state(turn=N)`` falls back to checkpoint history when a key's ring no longer
+    holds the version asked for. With ``history=AUTO`` (the default) that is the history of the
+    checkpointer the run is using, found at call time, so it is right however the checkpointer
+    was attached (``compile``, ``graph.copy``, the Agent Server); ``checkpointer`` is accepted
+    for compatibility and not needed. Pass a :class:`~mcp_state_versions.history.ThreadHistory`
+    to use another store, or ``None`` to read the rings only. Without history, such reads
+    answer that this deployment keeps no turn history.
     """
     tools = list(tools)
     clash = [t.name for t in tools if t.name == "inspect_state"]
@@ -82,7 +85,7 @@ def with_session_state(
             "tools already include an 'inspect_state'; with_session_state adds its own. "
             "Rename or remove the other one."
         )
-    return [*tools, make_inspect_state(allowed_keys, _history_for(checkpointer, history))]
+    return [*tools, make_inspect_state(allowed_keys, history)]
 
 
 def build_agent(
@@ -91,8 +94,8 @@ def build_agent(
     *,
     checkpointer: BaseCheckpointSaver | None = None,
     allowed_keys: Sequence[str] | None = None,
-    history: ThreadHistory | Literal["auto"] | None = AUTO,
-    system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+    history: HistoryOption = AUTO,
+    system_prompt: str | None = SESSION_STATE_PROMPT,
     ring_size: int = 8,
     ring_bytes: int = 256 * 1024,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
@@ -104,6 +107,10 @@ def build_agent(
     configure the ``tool_state`` reducer (:func:`~mcp_state_versions.state.make_merge_tool_state`);
     ``reducer`` replaces it outright (the benchmarks compare with last-write-wins this way).
     ``system_prompt`` is prepended to every model call (not stored in state); ``None`` omits it.
+
+    The graph is ``open_turn -> agent <-> tools -> close_turn``: the turn clock ticks on each new
+    user message, whoever sends it. ``checkpointer`` may be left out and attached later (as the
+    LangGraph Agent Server does); ``history=AUTO`` follows whichever saver runs.
     """
     all_tools = with_session_state(tools, checkpointer, allowed_keys=allowed_keys, history=history)
     reducer = reducer or make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
@@ -117,12 +124,16 @@ def build_agent(
         return {"messages": [await bound.ainvoke([*prefix, *state["messages"]], config)]}
 
     graph = StateGraph(make_session_state(reducer))
+    graph.add_node("open_turn", open_turn)
     # Both forms, so the agent runs under invoke() as well as ainvoke()/astream().
     graph.add_node("agent", RunnableLambda(call_model, afunc=acall_model, name="agent"))
     graph.add_node("tools", ToolNode(all_tools))
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+    graph.add_node("close_turn", close_turn)
+    graph.add_edge(START, "open_turn")
+    graph.add_edge("open_turn", "agent")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "close_turn"})
     graph.add_edge("tools", "agent")
+    graph.add_edge("close_turn", END)
     return graph.compile(checkpointer=checkpointer)
 
 
@@ -139,12 +150,13 @@ async def run_turn(
 ) -> dict[str, Any]:
     """Send one user message to ``agent`` on ``thread_id`` and run the turn to its end.
 
-    Reads the thread's current turn count from its state, so the new turn is numbered the way
-    every reader of this library counts turns (human messages), and returns the final state.
+    Reads the thread's turn from its clock to stamp the run's checkpoints with the turn it
+    opens (a hint for the checkpoint walk), and returns the final state. Any other way of
+    invoking the agent with a user message counts the turn just the same.
     """
     base: RunnableConfig = {"configurable": {"thread_id": thread_id, **configurable}}
     snapshot = await agent.aget_state(base)
-    turn = count_turns((snapshot.values or {}).get("messages")) + 1
+    turn = current_turn(snapshot.values or {}) + 1
     return await agent.ainvoke(
         {"messages": [HumanMessage(text)]}, turn_config(thread_id, turn, **configurable)
     )

@@ -13,141 +13,183 @@ Three facts about LangGraph checkpoint history decide how it reads:
   reload, when nobody is watching. This walk never looks at the list: it starts at the thread's
   head and follows ``parent_checkpoint_id`` links, which contain exactly the current branch.
 * **Cost.** Every checkpoint carries the whole message list, so reading every checkpoint of a
-  long thread is roughly quadratic in its turns. The walk first reads the *lineage* only (ids,
-  parents and two metadata fields, no channel values) where the saver allows it: a direct query
-  on SQLite and PostgreSQL, the in-memory saver's own storage otherwise. Human-message counts
-  decrease monotonically along the chain, so the end of turn N is found by binary search,
-  loading O(log n) checkpoints instead of n; when runs were started with
-  :func:`mcp_state_versions.agent.run_turn`, the turn stamped in metadata usually makes it a
-  single load. Any other saver is walked link by link from the head with ``aget_tuple``, which
-  is correct and costs what it reads.
+  long thread is roughly quadratic in its turns. The walk reads the *lineage* only (ids,
+  parents and the turn stamp, no channel values) and then single ``tool_state`` channels, never
+  a message list (:mod:`mcp_state_versions.backends` has one module per saver family doing
+  that). Clock positions rise monotonically along the chain, so the end of turn N is found by
+  binary search, reading O(log n) ``tool_state`` channels; when runs were started with
+  :func:`mcp_state_versions.agent.run_turn`, the turn stamped in metadata steers the search
+  and it reads one (two when a neighbour must confirm it). A saver the backends do not know is
+  walked link by link from the head with ``aget_tuple``, which is correct and costs what it
+  reads.
 * **Retention.** A pruned thread's chain starts later than its first turn. Turns whose end lies
   on the remaining chain are retained; earlier ones are not. The walk reports that
   instead of guessing, so a reader can say "no longer retained" rather than answer from
   whatever is left.
 
-A *turn* is the number of human messages in ``messages``; the end of turn N is the last
-checkpoint on the chain holding at most N of them. A checkpoint written when a run starts holds
-the new human message in the ``__start__`` channel, not yet in ``messages``, so it still counts
-as the previous turn, which is what "end of the previous turn" means.
+A checkpoint's turn is the turn clock in its ``tool_state`` (:mod:`mcp_state_versions.clock`):
+turn N while N runs, "N, ended" once it has. The end of turn N is the last checkpoint on the
+chain whose clock is at most N and still open, so an operator's edit saved after turn N ended
+is never read as part of it. Checkpoints of threads written before the clock existed carry
+none; for those the turn is their count of human messages (the documented fallback). Either
+way the order along the chain is monotone, which is what the binary search needs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
-from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from .backends import Backend, Link, backend_for
+from .clock import END_OF_TURN, clock_of, current_turn, position
 from .history import ThreadPresent, TurnIndex, TurnSnapshot
-from .state import TURN_METADATA_KEY, StateEntry, count_turns
+from .state import StateEntry
 
-__all__ = ["CheckpointHistory"]
+__all__ = ["CheckpointHistory", "history_for_run"]
+
+_RUN_CHECKPOINTER = "__pregel_checkpointer"
+"""Where LangGraph puts the checkpointer of a run into each task's ``configurable``: whichever
+saver compiled, copied in (``graph.copy``) or attached (the Agent Server) is the one here."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Link:
-    """One checkpoint on a chain, without its values."""
+def _hint(link: Link) -> float | None:
+    """A checkpoint's clock position as its metadata stamp implies, when stamped.
 
-    checkpoint_id: str
-    parent_id: str | None
-    stamped_turn: int | None
-    source: str | None
-    metadata_read: bool = True
-
-    def turn_hint(self) -> int | None:
-        """Human messages in this checkpoint as its metadata stamp implies, when stamped.
-
-        A run's ``input`` checkpoint still holds the previous turn's messages; its ``loop``
-        checkpoints hold the new one. Any other source (an update, a fork copy) is not trusted
-        and is counted from its messages.
-        """
-        if self.stamped_turn is None or self.source not in ("input", "loop"):
-            return None
-        return self.stamped_turn - 1 if self.source == "input" else self.stamped_turn
+    A run's ``input`` checkpoint still holds the end of the previous turn; its ``loop``
+    checkpoints are in the stamped turn. Any other source (an update, a fork copy) is not
+    trusted and is read. A hint only steers the search; the answer is confirmed against the
+    clocks it lands on.
+    """
+    if link.stamped_turn is None or link.source not in ("input", "loop"):
+        return None
+    if link.source == "input":
+        return link.stamped_turn - 1 + END_OF_TURN
+    return float(link.stamped_turn)
 
 
 class _Chain:
-    """The head's ancestor chain, newest first, with human counts read as lazily as possible."""
+    """The head's ancestor chain, newest first, with positions read as lazily as possible."""
 
-    def __init__(self, history: CheckpointHistory, thread_id: str, links: list[_Link]) -> None:
-        self._history = history
+    def __init__(self, history: CheckpointHistory, thread_id: str, links: list[Link]) -> None:
+        self._backend = history.backend
+        self._namespace = history.namespace
         self._thread_id = thread_id
         self.links = links
-        self._turns: dict[int, int] = {}
-        self._values: dict[int, Mapping[str, Any]] = {}
+        self._positions: dict[int, float] = {}
+        self._states: dict[int, Any] = {}
+        #: ``tool_state`` channels read (and full loads, for threads older than the clock).
         self.loads = 0
 
-    async def values(self, index: int) -> Mapping[str, Any]:
-        if index not in self._values:
-            found = await self._history._load(self._thread_id, self.links[index].checkpoint_id)
-            self.loads += 1
-            self._values[index] = found.checkpoint.get("channel_values", {}) if found else {}
-            self._turns[index] = count_turns(self._values[index].get("messages"))
-        return self._values[index]
-
-    async def turn(self, index: int, *, trust_stamps: bool = True) -> int:
-        if index in self._turns:
-            return self._turns[index]
-        if trust_stamps and not self.links[index].metadata_read:
-            self.links[index] = await self._history._read_metadata(
-                self._thread_id, self.links[index]
+    async def tool_state(self, index: int) -> Any:
+        if index not in self._states:
+            _, value = await self._backend.tool_state(
+                self._thread_id, self._namespace, self.links[index].checkpoint_id
             )
-        hint = self.links[index].turn_hint() if trust_stamps else None
-        if hint is not None:
-            return hint
-        await self.values(index)
-        return self._turns[index]
+            self.loads += 1
+            self._states[index] = value
+        return self._states[index]
+
+    async def position(self, index: int, *, trust_stamps: bool = True) -> float:
+        """Where checkpoint ``index`` stands on the clock (:func:`~mcp_state_versions.clock.
+        position`); a trusted stamp stands in for it without reading anything."""
+        if index in self._positions:
+            return self._positions[index]
+        if trust_stamps:
+            if not self.links[index].metadata_read:
+                self.links[index] = await self._backend.stamp(
+                    self._thread_id, self._namespace, self.links[index]
+                )
+            hint = _hint(self.links[index])
+            if hint is not None:
+                return hint
+        tool_state = await self.tool_state(index)
+        if clock_of(tool_state) is not None and clock_of(tool_state).get("turn") is not None:
+            found = position({"tool_state": tool_state})
+        else:  # no clock in this checkpoint: count its human messages (the fallback)
+            values = await self._backend.values(
+                self._thread_id, self._namespace, self.links[index].checkpoint_id
+            )
+            self.loads += 1
+            found = position(values or {})
+        self._positions[index] = found
+        return found
 
     async def end_of_turn(self, turn: int, *, trust_stamps: bool = True) -> int | None:
-        """Index of the newest link holding at most ``turn`` human messages, if on the chain."""
+        """Index of the newest link at or below the end of ``turn``, if on the chain."""
         low, high = 0, len(self.links)
         while low < high:
             middle = (low + high) // 2
-            if await self.turn(middle, trust_stamps=trust_stamps) <= turn:
+            if await self.position(middle, trust_stamps=trust_stamps) <= turn + END_OF_TURN:
                 high = middle
             else:
                 low = middle + 1
         return low if low < len(self.links) else None
 
+    async def confirmed(self, index: int, turn: int) -> bool:
+        """Whether ``index`` really is the end of ``turn``, by the clocks, not the stamps.
+
+        It is when its clock says turn N ended there with nothing written since, or when its
+        clock is at most N and its newer neighbour's is past the end of N.
+        """
+        found = await self.position(index, trust_stamps=False)
+        if found > turn + END_OF_TURN:
+            return False
+        if found == turn + END_OF_TURN:
+            return True
+        return index == 0 or await self.position(index - 1, trust_stamps=False) > (
+            turn + END_OF_TURN
+        )
+
     async def index(self) -> TurnIndex:
         if not self.links:
             return TurnIndex(total=0, retained=())
-        total = await self.turn(0)
+        total = math.floor(await self.position(0, trust_stamps=False))
         # The oldest checkpoint left says where retention begins: a whole chain starts before
-        # any human message; a pruned one starts inside the first turn it kept. (A parent link
-        # to a deleted checkpoint is no signal: some savers clear it when they prune.)
-        first = max(await self.turn(len(self.links) - 1), 1)
+        # any turn; a pruned one starts inside the first turn it kept, or just after the turn
+        # before it ended. (A parent link to a deleted checkpoint is no signal: some savers
+        # clear it when they prune.)
+        oldest = await self.position(len(self.links) - 1)
+        first = max(math.floor(oldest) + (oldest % 1 > END_OF_TURN), 1)
         return TurnIndex(total=total, retained=tuple(range(first, total + 1)))
 
 
 class CheckpointHistory:
     """:class:`~mcp_state_versions.history.ThreadHistory` over a LangGraph checkpointer.
 
-    Works with any ``BaseCheckpointSaver`` that implements the async API; reads the lineage
-    directly (without channel values) from ``InMemorySaver``, ``AsyncSqliteSaver`` and
-    ``AsyncPostgresSaver`` and their subclasses. Only the root namespace (the graph itself, not
-    subgraphs) is read.
+    Works with any ``BaseCheckpointSaver``; reads the lineage and single channels directly from
+    ``InMemorySaver``, the SQLite savers and the PostgreSQL savers and their subclasses
+    (:mod:`mcp_state_versions.backends`). ``namespace`` selects a persistent subgraph's history
+    (``""``: the graph itself). With ``sync=True`` it reads through the saver's synchronous API
+    and its coroutines never suspend: a synchronous caller runs them with
+    :func:`mcp_state_versions.backends.run_sync` (that is how ``inspect_state`` answers under
+    ``graph.invoke``).
     """
 
-    def __init__(self, saver: BaseCheckpointSaver) -> None:
+    def __init__(
+        self, saver: BaseCheckpointSaver, *, namespace: str = "", sync: bool = False
+    ) -> None:
         self.saver = saver
+        self.namespace = namespace
+        self.sync = sync
+        self.backend: Backend = backend_for(saver, sync=sync)
 
     async def present(self, thread_id: str) -> ThreadPresent | None:
-        """The thread's head: its ``tool_state`` and turn count (``None``: no such thread).
+        """The thread's head: its ``tool_state`` and turn (``None``: no such thread).
 
         This is what a reader outside the agent (the HTTP API, the command line) starts from,
         as the ``inspect_state`` tool starts from its runtime state.
         """
-        head = await self._load(thread_id, None)
+        head = await self.backend.head(thread_id, self.namespace)
         if head is None:
             return None
-        values = head.checkpoint.get("channel_values", {})
-        return ThreadPresent(
-            tool_state=values.get("tool_state") or {}, turn=count_turns(values.get("messages"))
-        )
+        _, tool_state = await self.backend.tool_state(thread_id, self.namespace, head)
+        values: Mapping[str, Any] = {"tool_state": tool_state}
+        if clock_of(tool_state) is None or clock_of(tool_state).get("turn") is None:
+            values = await self.backend.values(thread_id, self.namespace, head) or {}
+        return ThreadPresent(tool_state=values.get("tool_state") or {}, turn=current_turn(values))
 
     async def turns(self, thread_id: str) -> TurnIndex:
         chain = await self._chain(thread_id)
@@ -158,166 +200,71 @@ class CheckpointHistory:
         index = await chain.index()
         if turn < 1 or turn > index.total:
             return TurnSnapshot(turn=turn, index=index, tool_state=None)
-        position = await chain.end_of_turn(turn)
-        if position is not None and await self._stamps_misled(chain, position, turn):
-            position = await chain.end_of_turn(turn, trust_stamps=False)
-        if position is None:
+        found = await chain.end_of_turn(turn)
+        if found is not None and not await chain.confirmed(found, turn):
+            found = await chain.end_of_turn(turn, trust_stamps=False)
+        if found is None:
             return TurnSnapshot(turn=turn, index=index, tool_state=None)
-        values = await chain.values(position)
-        tool_state: Mapping[str, StateEntry] = values.get("tool_state") or {}
+        tool_state: Mapping[str, StateEntry] = await chain.tool_state(found) or {}
         return TurnSnapshot(turn=turn, index=index, tool_state=tool_state)
-
-    async def _stamps_misled(self, chain: _Chain, position: int, turn: int) -> bool:
-        """Check a stamp-guided answer against the checkpoint's own messages.
-
-        Stamps are a hint written by the runner; messages are the definition. A position is
-        right when it holds at most ``turn`` human messages and its newer neighbour more.
-        """
-        if await chain.turn(position, trust_stamps=False) > turn:
-            return True
-        return position > 0 and await chain.turn(position - 1, trust_stamps=False) <= turn
 
     async def branch_checkpoint_ids(self, thread_id: str) -> list[str]:
         """The checkpoints of the thread's current branch, newest (the head) first."""
         return [link.checkpoint_id for link in (await self._chain(thread_id)).links]
 
     async def checkpoint_ids(self, thread_id: str) -> list[str]:
-        """Every root-namespace checkpoint of the thread, on any branch, in no set order."""
-        rows = await _scan(self.saver, thread_id)
-        if rows is not None:
-            return [row.checkpoint_id for row in rows]
-        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-        return [
-            found.config["configurable"]["checkpoint_id"]
-            async for found in self.saver.alist(config)
-        ]
-
-    # -- lineage ------------------------------------------------------------------------------
+        """Every checkpoint of the namespace, on any branch, in no set order."""
+        return await self.backend.checkpoint_ids(thread_id, self.namespace)
 
     async def _chain(self, thread_id: str) -> _Chain:
-        links = await self._lineage(thread_id)
+        links = await self.backend.lineage(thread_id, self.namespace)
         if links is None:
-            links = await self._walk_links(thread_id)
-        return _Chain(self, thread_id, links)
+            chain = await self._walk_links(thread_id)
+        else:
+            chain = _from_head(links)
+        return _Chain(self, thread_id, chain)
 
-    async def _lineage(self, thread_id: str) -> list[_Link] | None:
-        """The head's chain from a values-free scan, or ``None`` where the saver has no scan."""
-        rows = await _scan(self.saver, thread_id)
-        if rows is None:
-            return None
-        if not rows:
-            return []
-        by_id = {row.checkpoint_id: row for row in rows}
-        chain = []
-        link: _Link | None = by_id[max(by_id)]
-        while link is not None:
+    async def _walk_links(self, thread_id: str) -> list[Link]:
+        """A saver without a scan: follow parents from the head, one checkpoint at a time."""
+        chain: list[Link] = []
+        checkpoint_id = await self.backend.head(thread_id, self.namespace)
+        while checkpoint_id is not None:
+            link = await self.backend.parent_of(thread_id, self.namespace, checkpoint_id)
+            if link is None:
+                break
             chain.append(link)
-            link = by_id.get(link.parent_id) if link.parent_id else None
+            checkpoint_id = link.parent_id
         return chain
 
-    async def _walk_links(self, thread_id: str) -> list[_Link]:
-        """Any saver: follow parents from the head with ``aget_tuple`` (loads each link)."""
-        chain = []
-        found = await self._load(thread_id, None)
-        while found is not None:
-            configurable = found.config["configurable"]
-            parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-            metadata = found.metadata or {}
-            chain.append(
-                _Link(
-                    configurable["checkpoint_id"],
-                    parent,
-                    _as_int(metadata.get(TURN_METADATA_KEY)),
-                    metadata.get("source"),
-                )
-            )
-            found = await self._load(thread_id, parent) if parent else None
-        return chain
 
-    async def _read_metadata(self, thread_id: str, link: _Link) -> _Link:
-        """Read a stamp the lineage scan left out (SQLite: see ``_scan_sqlite``)."""
-        stamp, source = await _sqlite_stamp(self.saver, thread_id, link.checkpoint_id)
-        return _Link(link.checkpoint_id, link.parent_id, stamp, source)
+def _from_head(links: list[Link]) -> list[Link]:
+    """The head's chain out of every checkpoint of a namespace: follow parents from the newest.
 
-    async def _load(self, thread_id: str, checkpoint_id: str | None) -> CheckpointTuple | None:
-        configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
-        if checkpoint_id is not None:
-            configurable["checkpoint_id"] = checkpoint_id
-        return await self.saver.aget_tuple({"configurable": configurable})
+    Checkpoint ids rise with time, so the newest is the head; whatever a fork abandoned is not
+    on its chain.
+    """
+    if not links:
+        return []
+    by_id = {link.checkpoint_id: link for link in links}
+    chain = []
+    link: Link | None = by_id[max(by_id)]
+    while link is not None:
+        chain.append(link)
+        link = by_id.get(link.parent_id) if link.parent_id else None
+    return chain
 
 
-def _as_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def history_for_run(
+    config: Mapping[str, Any] | None, *, sync: bool = False
+) -> CheckpointHistory | None:
+    """The history of the checkpointer the current run uses, from a task's config.
 
-
-async def _scan(saver: BaseCheckpointSaver, thread_id: str) -> list[_Link] | None:
-    if isinstance(saver, InMemorySaver):
-        return _scan_memory(saver, thread_id)
-    try:
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-    except ImportError:  # pragma: no cover - a hard dependency, but keep the seam honest
-        AsyncSqliteSaver = None  # type: ignore[assignment,misc]
-    if AsyncSqliteSaver is not None and isinstance(saver, AsyncSqliteSaver):
-        return await _scan_sqlite(saver, thread_id)
-    try:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    except ImportError:
+    ``None`` when the run has no checkpointer (``compile()`` without one, or
+    ``checkpointer=False``). This is what ``history=AUTO`` resolves to at every call, so the
+    answer never comes from a saver captured when the graph was built.
+    """
+    configurable = (config or {}).get("configurable") or {}
+    saver = configurable.get(_RUN_CHECKPOINTER)
+    if not isinstance(saver, BaseCheckpointSaver):
         return None
-    if isinstance(saver, AsyncPostgresSaver):
-        return await _scan_postgres(saver, thread_id)
-    return None
-
-
-def _scan_memory(saver: InMemorySaver, thread_id: str) -> list[_Link]:
-    stored = saver.storage.get(thread_id, {}).get("", {})
-    links = []
-    for checkpoint_id, (_, metadata, parent_id) in list(stored.items()):
-        meta = saver.serde.loads_typed(metadata) if metadata else {}
-        links.append(
-            _Link(
-                checkpoint_id, parent_id, _as_int(meta.get(TURN_METADATA_KEY)), meta.get("source")
-            )
-        )
-    return links
-
-
-async def _scan_sqlite(saver: Any, thread_id: str) -> list[_Link]:
-    """Ids and parents only. SQLite stores ``metadata`` after the whole serialized checkpoint in
-    each row, so reading it means reading the row's overflow pages: for every row that is most
-    of a long thread's file. Stamps are read per link instead, for the few the search visits."""
-    await saver.setup()
-    query = (
-        "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
-        "WHERE thread_id = ? AND checkpoint_ns = ''"
-    )
-    async with saver.lock, saver.conn.execute(query, (thread_id,)) as cursor:
-        rows = await cursor.fetchall()
-    return [_Link(row[0], row[1], None, None, metadata_read=False) for row in rows]
-
-
-async def _sqlite_stamp(saver: Any, thread_id: str, checkpoint_id: str) -> tuple[int | None, Any]:
-    query = (
-        f"SELECT json_extract(CAST(metadata AS TEXT), '$.{TURN_METADATA_KEY}'), "
-        "json_extract(CAST(metadata AS TEXT), '$.source') FROM checkpoints "
-        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?"
-    )
-    async with saver.lock, saver.conn.execute(query, (thread_id, checkpoint_id)) as cursor:
-        row = await cursor.fetchone()
-    return (_as_int(row[0]), row[1]) if row else (None, None)
-
-
-async def _scan_postgres(saver: Any, thread_id: str) -> list[_Link]:
-    query = (
-        "SELECT checkpoint_id, parent_checkpoint_id, "
-        f"metadata -> '{TURN_METADATA_KEY}' AS turn, metadata ->> 'source' AS source "
-        "FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = ''"
-    )
-    async with saver._cursor() as cursor:
-        await cursor.execute(query, (thread_id,))
-        rows = await cursor.fetchall()
-    return [
-        _Link(
-            row["checkpoint_id"], row["parent_checkpoint_id"], _as_int(row["turn"]), row["source"]
-        )
-        for row in rows
-    ]
+    return CheckpointHistory(saver, sync=sync)

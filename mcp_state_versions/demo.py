@@ -33,10 +33,10 @@ from langgraph.types import Command
 
 from .agent import build_agent, run_turn
 from .checkpointers import open_checkpointer
+from .clock import current_turn
 from .publish import publish
 from .retention import prune_thread
 from .scripted import ScriptedChatModel, call
-from .state import count_turns
 
 __all__ = ["GAZETTEER", "chat_model", "get_aoi", "main", "run_demo"]
 
@@ -115,7 +115,7 @@ async def _turn(
     before = await agent.aget_state({"configurable": {"thread_id": thread_id}})
     seen = len((before.values or {}).get("messages", []))
     state = await run_turn(agent, thread_id, text)
-    turn = count_turns(state["messages"])
+    turn = current_turn(state)
     out(_wrap(text, f"\n── turn {turn} · user: "))
     for message in state["messages"][seen + 1 :]:
         if isinstance(message, AIMessage):

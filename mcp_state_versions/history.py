@@ -19,13 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, Union, runtime_checkable
 
-from .state import StateEntry
+from .state import StateEntry, is_entry
 from .versions import RingBeforeFirst, RingHit, value_at_turn
 
 __all__ = [
+    "AUTO",
     "Found",
+    "HistoryOption",
     "KeyNotSetYet",
     "NeverHappened",
     "NoHistory",
@@ -40,6 +42,18 @@ __all__ = [
     "outcome",
     "resolve_turn",
 ]
+
+
+AUTO: Literal["auto"] = "auto"
+"""``history=AUTO`` (the default everywhere): read the history of the checkpointer the run is
+using, found in the tool call's config at call time. Whatever compiled or attached that
+checkpointer (``compile(checkpointer=...)``, ``graph.copy``, the Agent Server), the answer comes
+from the saver holding the thread; with no checkpointer, reads beyond the ring say this
+deployment keeps no turn history."""
+
+HistoryOption = Union["ThreadHistory", Literal["auto"], None]
+"""What a ``history=`` argument takes: a :class:`ThreadHistory`, :data:`AUTO`, or ``None`` (the
+entries' rings only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +84,9 @@ class TurnSnapshot:
 class ThreadHistory(Protocol):
     """A host's view of a thread's past, in turns and entries.
 
-    Turns are 1-based and counted as human messages
-    (:func:`mcp_state_versions.state.count_turns`). Implementations must answer for the
-    thread's current branch only: a turn that a fork abandoned is not part of its history.
+    Turns are 1-based and read from the turn clock (:mod:`mcp_state_versions.clock`), or for
+    threads older than the clock counted as human messages. Implementations must answer for
+    the thread's current branch only: a turn that a fork abandoned is not part of its history.
     """
 
     async def turns(self, thread_id: str) -> TurnIndex:
@@ -207,9 +221,9 @@ async def resolve_turn(
 ) -> TurnAnswer:
     """What ``key`` held at the end of ``turn`` on the thread whose present is ``tool_state``.
 
-    ``current_turn`` is the thread's turn count now (the number of human messages in its
-    state). ``turn`` must be ``>= 1``; validating a caller's input is the caller's job, since
-    each addresses a different reader.
+    ``current_turn`` is the thread's turn now (:func:`mcp_state_versions.clock.current_turn` of
+    its state). ``turn`` must be ``>= 1``; validating a caller's input is the caller's job,
+    since each addresses a different reader.
     """
     entry = tool_state.get(key)
     if entry is None:
@@ -238,6 +252,8 @@ async def resolve_turn(
     past = snapshot.tool_state.get(key)
     if past is None:
         return KeyNotSetYet(key=key, turn=turn, first_turn=None)
+    if not is_entry(past):
+        return Found(key, turn, past, None, None, source="history")  # stored before adoption
     if "value" not in past:
         return gone  # the budget had evicted it then too; no checkpoint holds a copy
     return Found(key, turn, past["value"], past["since"], None, source="history")

@@ -25,8 +25,12 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
 from pydantic import Field, WithJsonSchema
 
+from .backends import NeedsAsync, run_sync
+from .clock import current_turn, entries_of, state_field
 from .history import (
+    AUTO,
     Found,
+    HistoryOption,
     KeyNotSetYet,
     NeverHappened,
     NoHistory,
@@ -37,7 +41,7 @@ from .history import (
     resolve_turn,
 )
 from .render import PathError, compile_pattern, grep, resolve_path, shape, show
-from .state import StateEntry, count_turns, state_field
+from .state import StateEntry, is_entry
 from .versions import version_spans
 
 __all__ = [
@@ -130,6 +134,7 @@ def _parse_flag(name: str, flag: Any) -> bool:
 
 
 def _readable(tool_state: Any) -> Mapping[str, Any]:
+    """The published keys of ``tool_state`` (the clock record is not one)."""
     if tool_state is None:
         return {}
     if not isinstance(tool_state, Mapping):
@@ -138,18 +143,19 @@ def _readable(tool_state: Any) -> Mapping[str, Any]:
             f"{type(tool_state).__name__}, not a set of keys. This is a fault in the host "
             "application, not in your call; tell the user state is unavailable."
         )
-    return tool_state
+    return entries_of(tool_state)
 
 
 def visible_keys(
     tool_state: Mapping[str, Any], allowed_keys: Sequence[str] | None
 ) -> dict[str, Any]:
-    """The part of ``tool_state`` whose keys match ``allowed_keys`` (globs; ``None``: all)."""
+    """The published keys of ``tool_state`` that match ``allowed_keys`` (globs; ``None``: all)."""
+    published = entries_of(tool_state)
     if allowed_keys is None:
-        return dict(tool_state)
+        return published
     return {
         key: entry
-        for key, entry in tool_state.items()
+        for key, entry in published.items()
         if any(fnmatch.fnmatchcase(key, pattern) for pattern in allowed_keys)
     }
 
@@ -164,13 +170,8 @@ def _unknown_key(key: str, keys: Sequence[str]) -> str:
     return f'No key {key!r} in session state.{hint} Keys: {listed}{more}. key="*" lists them.'
 
 
-def _is_entry(entry: Any) -> bool:
-    """Whether a ``tool_state`` value is an entry this library's reducer wrote."""
-    return isinstance(entry, Mapping) and "versions" in entry and "since" in entry
-
-
 def _marker(entry: Any) -> str:
-    versions = entry["versions"] if _is_entry(entry) else 1
+    versions = entry["versions"] if is_entry(entry) else 1
     return (
         f" — rewritten, {versions} versions" if isinstance(versions, int) and versions > 1 else ""
     )
@@ -178,7 +179,7 @@ def _marker(entry: Any) -> str:
 
 def _entry_value(entry: Any) -> tuple[bool, Any]:
     """``(present, value)``; a value stored without the reducer is shown as itself."""
-    if _is_entry(entry):
+    if is_entry(entry):
         return ("value" in entry, entry.get("value"))
     return True, entry
 
@@ -221,18 +222,18 @@ def _narrow(value: Any, *, path: str | None, pattern: str | None) -> str:
     return (prefix if literal else "") + "\n".join(lines)
 
 
-def _rewrite_note(key: str, entry: Any) -> str:
+def _rewrite_note(key: str, entry: Any, now: int) -> str:
     if not _marker(entry):
         return ""
     versions = entry["versions"]
     return (
-        f"\n(Note: {key} has held {versions} values; this is the one since turn "
-        f"{entry.get('since')}. For an earlier one call inspect_state(key={key!r}, turn=N), "
-        "or versions=true to see them all.)"
+        f"\n(Note: {key} has held {versions} values; this is the one "
+        f"{_span(entry.get('since'), None, now)}. For an earlier one call "
+        f"inspect_state(key={key!r}, turn=N), or versions=true to see them all.)"
     )
 
 
-def _current(key: str, entry: Any, *, path: str | None, pattern: str | None) -> str:
+def _current(key: str, entry: Any, *, path: str | None, pattern: str | None, now: int) -> str:
     present, value = _entry_value(entry)
     if not present:
         return (
@@ -240,7 +241,7 @@ def _current(key: str, entry: Any, *, path: str | None, pattern: str | None) -> 
             f"budget. It was last written in turn {entry.get('turn')}: read it with "
             f"inspect_state(key={key!r}, turn={entry.get('turn')})."
         )
-    return _narrow(value, path=path, pattern=pattern) + _rewrite_note(key, entry)
+    return _narrow(value, path=path, pattern=pattern) + _rewrite_note(key, entry, now)
 
 
 def read_state_key(
@@ -266,7 +267,7 @@ def read_state_key(
             return _listing(tool_state, pattern)
         if key not in tool_state:
             return _unknown_key(key, list(tool_state))
-        return _current(key, tool_state[key], path=path, pattern=pattern)
+        return _current(key, tool_state[key], path=path, pattern=pattern, now=current_turn(state))
     except (_BadCall, PathError) as error:
         return str(error)
 
@@ -275,9 +276,16 @@ def read_state_key(
 # Reading the past
 
 
-def _span(since: int | None, until: int | None) -> str:
+def _span(since: int | None, until: int | None, now: int | None = None) -> str:
+    """How a version's turns read: ``turn 3``, ``turns 1–2``, ``turn 4 on``.
+
+    ``now`` is the thread's current turn: a current version set after it ended (an edit made
+    between turns) is said to be so, since no turn has ended holding it yet.
+    """
     if since is None:
         return "an earlier turn"
+    if until is None and now is not None and since > now:
+        return f"set after turn {now} ended"
     if until is None:
         return f"turn {since} on"
     return f"turn {since}" if since == until else f"turns {since}–{until}"
@@ -340,7 +348,9 @@ def describe_answer(
     raise AssertionError(f"unhandled answer {answer!r}")  # pragma: no cover
 
 
-def _versions(key: str, entry: Mapping[str, Any], *, path: str | None, pattern: str | None) -> str:
+def _versions(
+    key: str, entry: Mapping[str, Any], *, path: str | None, pattern: str | None, now: int
+) -> str:
     spans = version_spans(entry)  # type: ignore[arg-type]
     total = entry["versions"]
     older = total - len(spans)
@@ -351,7 +361,9 @@ def _versions(key: str, entry: Mapping[str, Any], *, path: str | None, pattern: 
             "not kept with the key: read one with turn=N."
         )
     for span in spans:
-        label = f"{_span(span.since, span.until)}{' (current)' if span.current else ''}"
+        label = f"{_span(span.since, span.until, now)}{' (current)' if span.current else ''}"
+        if span.writes > 1:
+            label += f", written {span.writes} times in turn {span.since}"
         if span.kept:
             try:
                 body = _narrow(span.value, path=path, pattern=pattern)
@@ -365,14 +377,16 @@ def _versions(key: str, entry: Mapping[str, Any], *, path: str | None, pattern: 
 
 def make_inspect_state(
     allowed_keys: Sequence[str] | None = None,
-    history: ThreadHistory | None = None,
+    history: HistoryOption = AUTO,
 ) -> BaseTool:
     """Build the async ``inspect_state`` tool.
 
     ``allowed_keys`` (glob patterns) limits which keys the model may read; ``None`` allows all.
-    ``history`` answers ``turn=`` reads older than an entry's ring; without it such reads say
-    this deployment keeps no turn history. The thread is the one in the tool call's config
-    (``configurable.thread_id``).
+    ``history`` answers ``turn=`` reads older than an entry's ring: :data:`AUTO` (the default)
+    walks the checkpointer of the run the tool is executing in, a
+    :class:`~mcp_state_versions.history.ThreadHistory` is used as given, and ``None`` reads the
+    rings only; without history such reads say this deployment keeps no turn history. The
+    thread is the one in the tool call's config (``configurable.thread_id``).
     """
 
     @tool("inspect_state", description=INSPECT_STATE_DESCRIPTION)
@@ -405,7 +419,14 @@ def make_inspect_state(
         ] = False,
     ) -> str:
         return await _inspect(
-            runtime, key, pattern, path, turn, versions, allowed_keys=allowed_keys, history=history
+            runtime,
+            key,
+            pattern,
+            path,
+            turn,
+            versions,
+            allowed_keys=allowed_keys,
+            history=_history_of_run(history, runtime, sync=False),
         )
 
     def inspect_state_sync(
@@ -416,9 +437,9 @@ def make_inspect_state(
         turn: Any = None,
         versions: Any = False,
     ) -> str:
-        # A graph run with invoke() calls tools synchronously. Everything but a walk of
-        # checkpoint history completes without awaiting, so drive the same coroutine by hand;
-        # a read that needs the walk gets told so instead of crashing the run.
+        # A graph run with invoke() calls tools synchronously. The same coroutine runs here
+        # over the savers' synchronous API, where it never suspends (backends.run_sync); a
+        # history that can only be read asynchronously is said to be so, never awaited.
         reads = _inspect(
             runtime,
             key,
@@ -427,39 +448,31 @@ def make_inspect_state(
             turn,
             versions,
             allowed_keys=allowed_keys,
-            history=_AsyncOnly() if history is not None else None,
+            history=_history_of_run(history, runtime, sync=True),
         )
         try:
-            reads.send(None)
-        except StopIteration as done:
-            return done.value
-        except _NeedsAsync:
+            return run_sync(reads)
+        except NeedsAsync:
             return (
                 "That turn is older than the versions kept with the key, and reading it needs "
-                "the conversation's checkpoint history, which is only read when the agent runs "
-                "asynchronously (ainvoke/astream). Do not use the current value in its place; "
-                "say the earlier value is not available here."
+                "the conversation's checkpoint history, which this deployment's checkpointer "
+                "only offers to asynchronous runs (ainvoke/astream). Do not use the current "
+                "value in its place; say the earlier value is not available here."
             )
-        finally:
-            reads.close()
-        raise RuntimeError("inspect_state awaited unexpectedly in a synchronous run")
 
     inspect_state.func = inspect_state_sync  # type: ignore[attr-defined]
     return inspect_state
 
 
-class _NeedsAsync(Exception):
-    """Raised by :class:`_AsyncOnly` when a synchronous run would need the history walk."""
+def _history_of_run(
+    history: HistoryOption, runtime: ToolRuntime, *, sync: bool
+) -> ThreadHistory | None:
+    """``AUTO``: the history of the checkpointer this run uses, looked up now."""
+    if history != AUTO:
+        return history  # type: ignore[return-value]
+    from .checkpoint_walk import history_for_run
 
-
-class _AsyncOnly:
-    """Stands in for the history in a synchronous run: asking it anything raises at once."""
-
-    async def turns(self, thread_id: str) -> Any:
-        raise _NeedsAsync
-
-    async def tool_state_at(self, thread_id: str, turn: int) -> Any:
-        raise _NeedsAsync
+    return history_for_run(runtime.config, sync=sync)
 
 
 async def _inspect(
@@ -500,13 +513,19 @@ async def _inspect(
                 "versions=."
             )
         if all_versions and turn_ is None:
-            return _versions(key_, tool_state[key_], path=path_, pattern=pattern_)
+            return _versions(
+                key_,
+                tool_state[key_],
+                path=path_,
+                pattern=pattern_,
+                now=current_turn(runtime.state),
+            )
         assert turn_ is not None
         answer = await resolve_turn(
             entries,
             key_,
             turn_,
-            current_turn=count_turns(state_field(runtime.state, "messages")),
+            current_turn=current_turn(runtime.state),
             history=history,
             thread_id=_thread_id(runtime),
         )
@@ -530,7 +549,7 @@ def entry_summary(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def versioned_entries(tool_state: Mapping[str, Any]) -> Mapping[str, StateEntry]:
     """Only true entries can answer for the past; a raw value is treated as unversioned."""
-    return {key: entry for key, entry in tool_state.items() if _is_entry(entry)}
+    return {key: entry for key, entry in entries_of(tool_state).items() if is_entry(entry)}
 
 
 def _thread_id(runtime: ToolRuntime) -> str | None:

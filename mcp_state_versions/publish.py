@@ -6,8 +6,15 @@ Publishing instead writes each field into ``tool_state`` under ``<toolset>/<tool
 leaves a one-line breadcrumb as the tool's message, ``[state updated: gazet/get_aoi/bbox, ...]``,
 so the model knows what changed and reads it with ``inspect_state`` when it needs it.
 
-The write carries the tool's name and the turn it ran in, taken from the tool's runtime state,
-so the reducer can tell a rewrite in the same turn from a new version in a later one.
+The write carries the tool's name and the turn it ran in, taken from the turn clock in the
+tool's runtime state (the reducer places writes by the clock anyway; the stamp serves graphs
+that run without one).
+
+The breadcrumb also says what the write did to a key's past, at the moment it happens, so a
+model learns of a rewrite without listing state: a key whose value an earlier turn ended with is
+marked ``replaces the value it held since turn N``; and when several calls in one step write the
+same keys (a model issuing parallel calls), each reply says which call's value the keys keep,
+since they run concurrently and only the last in call order is left in state.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .state import count_turns, state_field
+from .clock import current_turn, entries_of, state_field
+from .versions import canonical
 
 __all__ = ["publish", "state_key", "tool_state_writes"]
 
@@ -79,13 +87,60 @@ def publish(
     """
     if not fields:
         raise ValueError("publish needs at least one field")
-    turn = count_turns(state_field(runtime.state, "messages"))
+    turn = current_turn(runtime.state)
     writes = tool_state_writes(toolset, tool, fields, turn=turn)
-    crumb = f"[state updated: {', '.join(writes)}]"
-    content = f"{crumb} {note}" if note else crumb
+    crumb = f"[state updated: {_described(writes, runtime.state, turn)}]"
+    parts = [crumb, note, _siblings_note(runtime)]
+    content = " ".join(part for part in parts if part)
     return Command(
         update={
             "tool_state": writes,
             "messages": [ToolMessage(content=content, tool_call_id=runtime.tool_call_id)],
         }
     )
+
+
+def _described(writes: Mapping[str, Mapping[str, Any]], state: Any, turn: int) -> str:
+    """The keys written, saying which replace a value that an earlier turn ended with."""
+    present = entries_of(state_field(state, "tool_state"))
+    replaced: dict[str, int] = {}
+    for key, write in writes.items():
+        entry = present.get(key)
+        since = entry.get("since") if isinstance(entry, Mapping) else None
+        if (
+            isinstance(since, int)
+            and since < turn
+            and entry.get("digest") != canonical(write["value"])[0]
+        ):
+            replaced[key] = since
+    if len(replaced) == len(writes) and len(set(replaced.values())) == 1:
+        since = next(iter(replaced.values()))
+        what = "the value it held" if len(writes) == 1 else "each replaces the value it held"
+        verb = "replaces " if len(writes) == 1 else ""
+        return f"{', '.join(writes)} — {verb}{what} since turn {since}"
+    return ", ".join(
+        f"{key} (replaces the value it held since turn {replaced[key]})" if key in replaced else key
+        for key in writes
+    )
+
+
+def _siblings_note(runtime: ToolRuntime) -> str | None:
+    """When other calls to the same tool run in this step, say whose value the keys keep."""
+    me = runtime.tool_call_id
+    messages = state_field(runtime.state, "messages") or []
+    for message in reversed(messages):
+        calls = getattr(message, "tool_calls", None) or []
+        mine = next((c for c in calls if c.get("id") == me), None)
+        if mine is None:
+            continue
+        same = [c.get("id") for c in calls if c.get("name") == mine.get("name")]
+        if len(same) < 2:
+            return None
+        last = same[-1]
+        return (
+            f"({len(same)} calls to {mine.get('name')} in this step write the same keys; "
+            f"state keeps the value of the last of them that succeeds, call {last}"
+            + (" — this one." if last == me else f", not this one ({me}).")
+            + ")"
+        )
+    return None

@@ -18,7 +18,8 @@ rebuilt by replaying ancestors' writes); the library's own graphs do not use it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+import math
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,6 +27,9 @@ from typing import Any, Literal
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from .backends.memory import delete_checkpoints
+from .backends.sqlite import SqliteBackend
 
 __all__ = [
     "PruneResult",
@@ -55,25 +59,12 @@ class PruningInMemorySaver(InMemorySaver):
             for namespace, stored in list(self.storage.get(thread_id, {}).items()):
                 if stored:
                     latest = max(stored)
-                    self._delete(thread_id, namespace, [i for i in stored if i != latest])
+                    delete_checkpoints(
+                        self, thread_id, namespace, [i for i in stored if i != latest]
+                    )
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self.prune(thread_ids, strategy=strategy)
-
-    def _delete(self, thread_id: str, namespace: str, checkpoint_ids: Iterable[str]) -> None:
-        """Remove checkpoints with their writes, then blobs no remaining checkpoint uses."""
-        stored = self.storage[thread_id][namespace]
-        for checkpoint_id in checkpoint_ids:
-            stored.pop(checkpoint_id, None)
-            self.writes.pop((thread_id, namespace, checkpoint_id), None)
-        used = {
-            (channel, version)
-            for checkpoint, _, _ in stored.values()
-            for channel, version in self.serde.loads_typed(checkpoint)["channel_versions"].items()
-        }
-        for key in [k for k in self.blobs if k[:2] == (thread_id, namespace)]:
-            if (key[2], key[3]) not in used:
-                del self.blobs[key]
 
 
 class PruningSqliteSaver(AsyncSqliteSaver):
@@ -86,27 +77,7 @@ class PruningSqliteSaver(AsyncSqliteSaver):
             if strategy == "delete":
                 await self.adelete_thread(thread_id)
                 continue
-            async with self.lock:
-                for table in ("writes", "checkpoints"):
-                    await self.conn.execute(
-                        f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id < ("
-                        "SELECT MAX(c.checkpoint_id) FROM checkpoints c WHERE c.thread_id = "
-                        f"{table}.thread_id AND c.checkpoint_ns = {table}.checkpoint_ns)",
-                        (thread_id,),
-                    )
-                await self.conn.commit()
-
-    async def _delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
-        await self.setup()
-        marks = ",".join("?" * len(checkpoint_ids))
-        async with self.lock:
-            for table in ("writes", "checkpoints"):
-                await self.conn.execute(
-                    f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ? "
-                    f"AND checkpoint_id IN ({marks})",
-                    (thread_id, namespace, *checkpoint_ids),
-                )
-            await self.conn.commit()
+            await SqliteBackend(self, sync=False, native_sync=False).keep_latest(thread_id)
 
 
 @asynccontextmanager
@@ -131,55 +102,6 @@ async def open_postgres_saver(dsn: str, *, max_size: int = 4) -> AsyncIterator[A
         saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
         await saver.setup()
         yield saver
-
-
-async def _delete_postgres(
-    saver: Any, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
-) -> None:
-    """Delete checkpoints, their writes, and blob versions no remaining checkpoint refers to."""
-    ids = list(checkpoint_ids)
-    async with saver._cursor() as cursor:
-        await cursor.execute(
-            "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
-            "AND checkpoint_id = ANY(%s)",
-            (thread_id, namespace, ids),
-        )
-        await cursor.execute(
-            "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
-            "AND checkpoint_id = ANY(%s)",
-            (thread_id, namespace, ids),
-        )
-        await cursor.execute(
-            "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND b.checkpoint_ns = %s "
-            "AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id "
-            "AND c.checkpoint_ns = b.checkpoint_ns "
-            "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
-            (thread_id, namespace),
-        )
-
-
-async def _delete(
-    saver: BaseCheckpointSaver, thread_id: str, checkpoint_ids: Sequence[str]
-) -> None:
-    if not checkpoint_ids:
-        return
-    if isinstance(saver, PruningInMemorySaver):
-        saver._delete(thread_id, "", checkpoint_ids)
-        return
-    if isinstance(saver, PruningSqliteSaver):
-        await saver._delete(thread_id, "", checkpoint_ids)
-        return
-    try:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    except ImportError:  # pragma: no cover
-        AsyncPostgresSaver = None  # type: ignore[assignment,misc]
-    if AsyncPostgresSaver is not None and isinstance(saver, AsyncPostgresSaver):
-        await _delete_postgres(saver, thread_id, "", checkpoint_ids)
-        return
-    raise TypeError(
-        f"prune_thread cannot delete from {type(saver).__name__}; use PruningInMemorySaver, "
-        "PruningSqliteSaver or AsyncPostgresSaver (see mcp_state_versions.checkpointers)"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +140,7 @@ async def prune_thread(
     on_branch = [link.checkpoint_id for link in chain.links]
     doomed: list[str] = []
     if keep_turns is not None and chain.links:
-        total = await chain.turn(0, trust_stamps=False)
+        total = math.floor(await chain.position(0, trust_stamps=False))
         cut = total - keep_turns + 1
         if cut > 1:
             boundary = await chain.end_of_turn(cut - 1, trust_stamps=False)
@@ -227,6 +149,7 @@ async def prune_thread(
     if drop_abandoned:
         everything = await history.checkpoint_ids(thread_id)
         doomed.extend(sorted(set(everything) - set(on_branch)))
-    await _delete(saver, thread_id, doomed)
+    if doomed:
+        await history.backend.delete(thread_id, history.namespace, doomed)
     index = await history.turns(thread_id)
     return PruneResult(deleted=len(doomed), retained_turns=index.retained, total_turns=index.total)

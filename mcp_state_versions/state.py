@@ -1,11 +1,12 @@
 """Session state: the ``tool_state`` channel, its entries, and the reducer that merges writes.
 
 Tools publish values into ``tool_state``, a dict from key (``<toolset>/<tool>/<field>``) to a
-:class:`StateEntry`. The entry is plain JSON-compatible data rather than a pydantic model or a
-dataclass, so that every checkpointer (in-memory, SQLite, PostgreSQL, or one written later)
-serializes it without any type being registered, and a state reloaded from a checkpoint is
-exactly the state the run held. Pydantic is used at the edges instead: a write entering the
-reducer is validated there, once.
+:class:`StateEntry`, plus one record under ``"__clock__"``: the turn clock and the reducer's
+running totals (:mod:`mcp_state_versions.clock`). The entry is plain JSON-compatible data
+rather than a pydantic model or a dataclass, so that every checkpointer (in-memory, SQLite,
+PostgreSQL, or one written later) serializes it without any type being registered, and a
+state reloaded from a checkpoint is exactly the state the run held. Pydantic is used at the
+edges instead: a write entering the reducer is validated there, once.
 
 The reducer, :func:`merge_tool_state`, is where versions are recorded (see
 :mod:`mcp_state_versions.versions`). LangGraph requires reducers to be deterministic and
@@ -13,22 +14,25 @@ batching-invariant, ``r(r(s, xs), ys) == r(s, xs + ys)``, because it replays rec
 whatever batches it likes when it rebuilds state; nothing checks that, and a reducer that breaks
 it rebuilds a state the run never held. This one is built to hold it by construction: an update
 is a sequence of single-key writes, each merged by the same step in order, and the step reads
-nothing but the state so far and the write (no clock, no randomness, no global counter). The
-property tests check the law against a reference model.
+nothing but the state so far and the write (no wall clock, no randomness, no global counter;
+the turn clock is part of the state). The property tests check the law against a reference
+model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, NotRequired, TypedDict
 
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
+from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from .clock import CLOCK_KEY, count_turns, state_field
 from .versions import RingPolicy, advance, strip_ring_values
 
 __all__ = [
+    "CLOCK_KEY",
     "DEFAULT_BUDGET_BYTES",
     "TURN_METADATA_KEY",
     "PriorVersion",
@@ -36,6 +40,7 @@ __all__ = [
     "StateEntry",
     "ToolStateError",
     "count_turns",
+    "is_entry",
     "make_merge_tool_state",
     "make_session_state",
     "merge_tool_state",
@@ -44,7 +49,8 @@ __all__ = [
 
 TURN_METADATA_KEY = "mcp_state_versions_turn"
 """Checkpoint metadata key under which :func:`mcp_state_versions.agent.run_turn` records the
-turn a run belongs to: a hint that lets a checkpoint walk find turns without loading values."""
+turn a run belongs to: a hint that lets a checkpoint walk find turns without loading values.
+The clock in each checkpoint's ``tool_state`` is what the hint is checked against."""
 
 DEFAULT_BUDGET_BYTES = 8 * 1024 * 1024
 """Total JSON bytes ``tool_state`` may hold (current values plus ring values)."""
@@ -55,12 +61,13 @@ class PriorVersion(TypedDict):
 
     ``turn`` is the first turn whose end held the value (the version lasted until the next
     item's ``turn`` minus one). ``value`` and ``size`` are absent when the ring's bounds dropped
-    the value but kept the version's identity.
+    the value but kept the version's identity. ``writes`` counts the writes of its first turn.
     """
 
     turn: int
     seq: int
     digest: str
+    writes: NotRequired[int]
     value: NotRequired[Any]
     size: NotRequired[int]
 
@@ -71,12 +78,16 @@ class StateEntry(TypedDict):
     * ``value``: the current value (absent only if the budget evicted it; see the reducer).
     * ``tool``: the tool that last wrote it.
     * ``seq``: write order across the whole ``tool_state`` (stamped by the reducer).
-    * ``turn``: the turn of the last write, 1-based, counted as human messages.
+    * ``turn``: the turn of the last write, 1-based, from the turn clock.
     * ``since``: the first turn whose end held the current value.
     * ``versions``: how many values the key has held at turn ends, the current one included.
+    * ``writes``: how many writes made the current version in its first turn (parallel calls
+      writing one key in one step count each).
     * ``ring``: prior versions, oldest first (see :class:`PriorVersion`).
     * ``digest``/``size``: identity and JSON size of the current value; ``bytes``: JSON bytes the
       entry holds in values, for the budget.
+    * ``adopted`` (only on values the reducer found in place, see below): the turn it first
+      saw them; what the key held before that only checkpoint history knows.
     """
 
     value: NotRequired[Any]
@@ -85,10 +96,12 @@ class StateEntry(TypedDict):
     turn: int
     since: int
     versions: int
+    writes: NotRequired[int]
     ring: list[PriorVersion]
     digest: str
     size: int
     bytes: int
+    adopted: NotRequired[int]
 
 
 class ToolStateError(ValueError):
@@ -99,7 +112,7 @@ class _Write(BaseModel):
     """The shape of one write: ``{"value": ..., "tool": ..., "turn": ...}``.
 
     Anything else an entry carries (``seq``, ``versions``, ``ring`` ...) is computed by the
-    reducer, so a caller that sends back a whole entry is not trusted for those fields.
+    reducer, so a caller that sends back a single entry is not trusted for those fields.
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -108,59 +121,85 @@ class _Write(BaseModel):
     turn: int | None = Field(default=None, ge=0)
 
 
-def state_field(state: Any, name: str) -> Any:
-    """Read a field of graph state, whether the state is a dict or an object with attributes."""
-    if state is None:
-        return None
-    if isinstance(state, Mapping):
-        return state.get(name)
-    return getattr(state, name, None)
+class _RingItem(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    turn: int = Field(ge=0)
+    seq: int = Field(ge=0)
+    digest: str
 
 
-def count_turns(messages: Sequence[AnyMessage | Any] | None) -> int:
-    """The turn a conversation is in: its number of human messages.
+class _Entry(BaseModel):
+    """What a whole entry must look like to be taken as the reducer's own output."""
 
-    This is the library's one definition of a turn. A host that trims old human messages out of
-    state lowers this count, and turn numbers shift with it; trim tool output instead, or keep
-    the human messages.
-    """
-    if not messages:
-        return 0
-    return sum(
-        1
-        for message in messages
-        if isinstance(message, HumanMessage)
-        or (not isinstance(message, BaseMessage) and _is_human_dict(message))
-    )
+    model_config = ConfigDict(extra="allow")
+    tool: str | None = None
+    seq: int = Field(ge=0)
+    turn: int = Field(ge=0)
+    since: int = Field(ge=0)
+    versions: int = Field(ge=1)
+    ring: list[_RingItem]
+    digest: str
+    size: int = Field(ge=0)
+    bytes: int = Field(ge=0)
 
 
-def _is_human_dict(message: Any) -> bool:
-    return isinstance(message, Mapping) and message.get("type", message.get("role")) in (
-        "human",
-        "user",
-    )
+class _Clock(BaseModel):
+    """A clock write: a tick or a close from :mod:`mcp_state_versions.clock`, or a whole
+    record from a ``tool_state`` the reducer produced."""
+
+    model_config = ConfigDict(extra="ignore")
+    turn: int | None = Field(ge=0)
+    open: bool
+    message: str | None = None
+    seen: str | None = None
+    late: bool = False
+    seq: int | None = Field(default=None, ge=0)
+    bytes: int | None = Field(default=None, ge=0)
+    newest: int | None = Field(default=None, ge=0)
+
+
+def is_entry(value: Any) -> bool:
+    """Whether a ``tool_state`` value is an entry this library's reducer wrote."""
+    return isinstance(value, Mapping) and "versions" in value and "since" in value
 
 
 def make_merge_tool_state(
     ring_size: int = 8,
     ring_bytes: int = 256 * 1024,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
-) -> Callable[[Mapping[str, StateEntry] | None, Mapping[str, Any] | None], dict[str, StateEntry]]:
+) -> Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], dict[str, Any]]:
     """Build a ``tool_state`` reducer with its own ring bounds and total budget.
 
     ``ring_size`` prior values are kept per key while they fit in ``ring_bytes``;
     ``budget_bytes`` bounds all values held. Over budget, ring values go first (oldest write
     first, across keys), then current values of the least recently written keys; the key being
     written is never evicted. An evicted current value leaves its entry in place without
-    ``value``, so a reader is told it was evicted and can still read it with ``turn=`` from
-    checkpoint history, rather than the key silently vanishing.
+    ``value``, so a reader is told it was evicted rather than the key silently vanishing.
 
-    A write is ``{"value": <JSON>, "tool": str | None, "turn": int | None}``. A write
-    without ``turn`` (an operator's ``update_state``, say) is taken as part of the newest turn
-    any entry records, and one without ``tool`` keeps the entry's tool. A write stamped older
-    than its entry's last write counts as part of that last write's turn. Time never runs
-    backwards inside an entry, so neither can corrupt the ring. Stamp ``turn`` explicitly to
-    place an operator's correction in a given turn.
+    **Where a write goes.** A write is ``{"value": <JSON>, "tool": str | None, "turn": int |
+    None}``. Once the turn clock runs (:mod:`mcp_state_versions.clock`), the clock alone places
+    it: in turn N while turn N is open, in N+1 once turn N has ended (an operator's edit between
+    turns is then "set after turn N", and every read of turns ≤ N still answers what those turns
+    ended with). ``turn`` stamps are not needed and cannot move a write into a finished turn.
+    Without a clock (a graph that runs no clock nodes), a stamped write goes in its stamp's turn
+    and an unstamped one in the newest turn recorded, and time never runs backwards inside an
+    entry. A write without ``tool`` keeps the entry's tool.
+
+    **Its own output.** A whole ``tool_state`` this reducer produced (it carries the clock
+    record with its totals) merges into an empty or older state as itself, version records
+    included: a subgraph that receives its parent's ``tool_state``, and the parent receiving the
+    subgraph's result, lose nothing, and merging a state into itself changes nothing. Of two
+    entries for one key the one with the later ``seq`` wins. A whole entry arriving *alone* (a
+    tool returning an entry it copied or made up) is taken as a write of its ``value`` only: its
+    ring and turns are ignored, so no write can invent what an earlier turn held.
+
+    **Values found in place.** A ``tool_state`` that already holds plain values (a host moving
+    from a plain dict channel) is adopted: each becomes an entry whose first version is the turn
+    the reducer first sees it, marked ``adopted`` so that reads of earlier turns go to checkpoint
+    history, which holds them, instead of being told the key was not set.
+
+    Each write costs O(1) in the number of keys (the totals ride in the clock record), plus a
+    sort of the entries when a write takes ``tool_state`` over budget.
 
     Raises :class:`ToolStateError` for a ``tool_state`` or write of the wrong shape, naming the
     key and what to send instead.
@@ -170,32 +209,54 @@ def make_merge_tool_state(
         raise ValueError(f"budget_bytes must be positive, got {budget_bytes}")
 
     def merge_tool_state(
-        current: Mapping[str, StateEntry] | None, update: Mapping[str, Any] | None
-    ) -> dict[str, StateEntry]:
-        merged: dict[str, StateEntry] = dict(_as_state(current, "current tool_state"))
+        current: Mapping[str, Any] | None, update: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        merged: dict[str, Any] = dict(_as_state(current, "current tool_state"))
         if not update:
             return merged
         update = _as_state(update, "tool_state update")
-        seq = max((entry["seq"] for entry in merged.values()), default=0)
-        newest_turn = max((entry["turn"] for entry in merged.values()), default=0)
-        held = sum(entry["bytes"] for entry in merged.values())
+        books, found_raw = _open_books(merged)
+        whole = _is_whole_state(update)
         for key, raw in update.items():
-            write = _validate_write(key, raw)
-            seq += 1
+            if key == CLOCK_KEY:
+                books = _join_clock(books, raw)
+                continue
             previous = merged.get(key)
-            turn = newest_turn if write.turn is None else write.turn
-            if previous is not None:
-                turn = max(turn, previous["turn"])
-                held -= previous["bytes"]
-            tool = write.tool if write.tool is not None or previous is None else previous["tool"]
-            entry = advance(
-                previous, value=write.value, tool=tool, seq=seq, turn=turn, policy=policy
-            )
+            if previous is not None and not is_entry(previous):
+                previous = _adopt(previous, _placement(books, None))
+            if whole and is_entry(raw):
+                entry = _whole_entry(key, raw, previous)
+            else:
+                write = _validate_write(key, raw)
+                books["seq"] += 1
+                turn = _placement(books, write.turn)
+                if books.get("turn") is not None and not books["open"]:
+                    books["late"] = True  # the clock's turn has ended, and state moved on
+                if previous is not None:
+                    turn = max(turn, previous["turn"])
+                tool = (
+                    write.tool if write.tool is not None or previous is None else previous["tool"]
+                )
+                entry = advance(
+                    previous,
+                    value=write.value,
+                    tool=tool,
+                    seq=books["seq"],
+                    turn=turn,
+                    policy=policy,
+                )
+            before = merged.get(key)
+            books["bytes"] += entry["bytes"] - (before["bytes"] if is_entry(before) else 0)
+            books["seq"] = max(books["seq"], entry["seq"])
+            books["newest"] = max(books["newest"], entry["turn"])
             merged[key] = entry
-            held += entry["bytes"]
-            newest_turn = max(newest_turn, turn)
-            if held > budget_bytes:
-                held = _enforce_budget(merged, held, budget_bytes, protect=key)
+            if books["bytes"] > budget_bytes:
+                books["bytes"] = _enforce_budget(merged, books["bytes"], budget_bytes, protect=key)
+        for key in found_raw:
+            if not is_entry(merged.get(key)):
+                merged[key] = _adopt(merged[key], _placement(books, None))
+                books["bytes"] += merged[key]["bytes"]
+        merged[CLOCK_KEY] = books
         return merged
 
     merge_tool_state.__doc__ = (
@@ -212,9 +273,97 @@ def _as_state(value: Any, what: str) -> Mapping[str, Any]:
         raise ToolStateError(
             f"{what} must be a dict of key -> entry, got {type(value).__name__}; "
             "publish values with mcp_state_versions.publish or send "
-            '{"<key>": {"value": ..., "turn": N}}'
+            '{"<key>": {"value": ...}}'
         )
     return value
+
+
+def _open_books(merged: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The clock record with its totals, as a fresh dict the merge may change.
+
+    A state without a record (written before the clock, or by a plain dict channel) is scanned
+    once to start the totals; its plain values are listed for adoption.
+    """
+    record = merged.get(CLOCK_KEY)
+    if isinstance(record, Mapping) and "seq" in record and "bytes" in record:
+        return dict(record), []
+    entries = [entry for key, entry in merged.items() if key != CLOCK_KEY and is_entry(entry)]
+    found_raw = [key for key, entry in merged.items() if key != CLOCK_KEY and not is_entry(entry)]
+    books: dict[str, Any] = {"turn": None, "open": False}
+    if isinstance(record, Mapping):
+        books = _join_clock(books, record)
+    books["seq"] = max((entry["seq"] for entry in entries), default=0)
+    books["bytes"] = sum(entry["bytes"] for entry in entries)
+    books["newest"] = max((entry["turn"] for entry in entries), default=0)
+    return books, found_raw
+
+
+def _join_clock(books: dict[str, Any], raw: Any) -> dict[str, Any]:
+    """Merge a clock write: the later turn wins; within a turn, closed wins over open."""
+    try:
+        clock = _Clock.model_validate(raw)
+    except ValidationError as error:
+        raise ToolStateError(
+            f"the {CLOCK_KEY!r} record in a tool_state update is not valid ({error.errors()[0]}); "
+            "it is written by mcp_state_versions.clock.open_turn and close_turn only"
+        ) from None
+    books = dict(books)
+    if clock.seq is not None:
+        books["seq"] = max(books.get("seq", 0), clock.seq)
+    if clock.newest is not None:
+        books["newest"] = max(books.get("newest", 0), clock.newest)
+    ours = books.get("turn")
+    if clock.turn is None or (ours is not None and clock.turn < ours):
+        return books
+    fields = raw if isinstance(raw, Mapping) else {}
+    if ours is None or clock.turn > ours:
+        books["turn"], books["open"] = clock.turn, clock.open
+        for name in ("message", "seen", "late"):
+            books.pop(name, None)
+    else:
+        books["open"] = books["open"] and clock.open
+    for name in ("message", "seen"):
+        if name in fields:
+            books[name] = fields[name]
+    if clock.late:
+        books["late"] = True
+    return books
+
+
+def _placement(books: Mapping[str, Any], stamp: int | None) -> int:
+    """The turn a write goes in: by the clock when it runs, else by stamp or newest turn."""
+    turn = books.get("turn")
+    if turn is not None:
+        return turn if books["open"] else turn + 1
+    return books["newest"] if stamp is None else stamp
+
+
+def _is_whole_state(update: Mapping[str, Any]) -> bool:
+    record = update.get(CLOCK_KEY)
+    return isinstance(record, Mapping) and "seq" in record and "bytes" in record
+
+
+def _whole_entry(key: str, raw: Mapping[str, Any], previous: Any) -> Any:
+    try:
+        _Entry.model_validate(raw)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg']}" for e in error.errors()
+        )
+        raise ToolStateError(
+            f"tool_state entry for {key!r} is not one this reducer produced ({problems}); "
+            'send a write {"value": ...} instead'
+        ) from None
+    if is_entry(previous) and raw["seq"] <= previous["seq"]:
+        return previous
+    return dict(raw)
+
+
+def _adopt(value: Any, turn: int) -> StateEntry:
+    """An entry for a plain value found in ``tool_state``: one version, seen first now."""
+    entry = advance(None, value=value, tool=None, seq=0, turn=turn, policy=RingPolicy(ring_size=0))
+    entry["adopted"] = turn
+    return entry
 
 
 def _validate_write(key: Any, raw: Any) -> _Write:
@@ -223,7 +372,7 @@ def _validate_write(key: Any, raw: Any) -> _Write:
     if not isinstance(raw, Mapping) or "value" not in raw:
         raise ToolStateError(
             f"tool_state write for {key!r} must be a dict with a 'value' field "
-            f'(e.g. {{"value": ..., "turn": 3}}), got {type(raw).__name__}'
+            f'(e.g. {{"value": ...}}), got {type(raw).__name__}'
         )
     try:
         return _Write.model_validate(raw)
@@ -238,17 +387,15 @@ def _validate_write(key: Any, raw: Any) -> _Write:
         ) from None
 
 
-def _enforce_budget(merged: dict[str, StateEntry], held: int, budget: int, *, protect: str) -> int:
+def _enforce_budget(merged: dict[str, Any], held: int, budget: int, *, protect: str) -> int:
     """Evict until ``held <= budget``: ring values oldest first, then unprotected current values.
 
     Deterministic: the order is by ``seq`` (and key, to break no tie that can occur, since seq is
     unique), never by dict or time order.
     """
+    entries = [(k, entry) for k, entry in merged.items() if k != CLOCK_KEY and is_entry(entry)]
     ring_values = sorted(
-        (item["seq"], key)
-        for key, entry in merged.items()
-        for item in entry["ring"]
-        if "value" in item
+        (item["seq"], key) for key, entry in entries for item in entry["ring"] if "value" in item
     )
     for _, key in ring_values:
         if held <= budget:
@@ -257,7 +404,7 @@ def _enforce_budget(merged: dict[str, StateEntry], held: int, budget: int, *, pr
         merged[key] = strip_ring_values(merged[key], 1)
         held += merged[key]["bytes"] - before
     currents = sorted(
-        (entry["seq"], key) for key, entry in merged.items() if key != protect and "value" in entry
+        (entry["seq"], key) for key, entry in entries if key != protect and "value" in entry
     )
     for _, key in currents:
         if held <= budget:
@@ -265,7 +412,7 @@ def _enforce_budget(merged: dict[str, StateEntry], held: int, budget: int, *, pr
         entry = merged[key]
         evicted = {k: v for k, v in entry.items() if k != "value"}
         evicted["bytes"] = entry["bytes"] - entry["size"]
-        merged[key] = evicted  # type: ignore[assignment]
+        merged[key] = evicted
         held -= entry["size"]
     return held
 

@@ -123,28 +123,44 @@ def advance(
         "size": size,
     }
     if entry is None:
-        return _held({**head, "since": turn, "versions": 1, "ring": []})
+        return _held({**head, "since": turn, "versions": 1, "writes": 1, "ring": []})
+    if "adopted" in entry:
+        head["adopted"] = entry["adopted"]  # what came before adoption stays history's
     ring: list[PriorVersion] = list(entry.get("ring", []))
+    writes = entry.get("writes", 1)
     if digest == entry["digest"]:
-        return _held({**entry, **head})
+        return _held({**entry, **head, "writes": writes + (entry["since"] == turn)})
     if entry["since"] == turn:
         if ring and ring[-1]["digest"] == digest:
             previous = ring.pop()
             return _held(
-                {**head, "since": previous["turn"], "versions": entry["versions"] - 1, "ring": ring}
+                {
+                    **head,
+                    "since": previous["turn"],
+                    "versions": entry["versions"] - 1,
+                    "writes": previous.get("writes", 1),
+                    "ring": ring,
+                }
             )
-        return _held({**entry, **head, "ring": ring})
+        return _held({**entry, **head, "writes": writes + 1, "ring": ring})
     retired: dict[str, Any] = {
         "turn": entry["since"],
         "seq": entry["seq"],
         "digest": entry["digest"],
+        "writes": writes,
     }
     if "value" in entry:
         retired["value"] = entry["value"]
         retired["size"] = entry["size"]
     ring.append(retired)  # type: ignore[arg-type]
     return _held(
-        {**head, "since": turn, "versions": entry["versions"] + 1, "ring": _trim(ring, policy)}
+        {
+            **head,
+            "since": turn,
+            "versions": entry["versions"] + 1,
+            "writes": 1,
+            "ring": _trim(ring, policy),
+        }
     )
 
 
@@ -194,8 +210,12 @@ def strip_ring_values(entry: StateEntry, count: int) -> StateEntry:
 
 
 def ring_reaches_first(entry: StateEntry) -> bool:
-    """Whether the ring still holds (at least the identity of) the key's first version."""
-    return entry["versions"] == len(entry.get("ring", [])) + 1
+    """Whether the ring still holds (at least the identity of) the key's first version.
+
+    Never for an adopted value: what the key held before the reducer first saw it is known
+    only to checkpoint history.
+    """
+    return entry["versions"] == len(entry.get("ring", [])) + 1 and "adopted" not in entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +230,7 @@ class VersionSpan:
     until: int | None
     kept: bool
     value: Any
+    writes: int = 1
 
     @property
     def current(self) -> bool:
@@ -229,6 +250,7 @@ def version_spans(entry: StateEntry) -> list[VersionSpan]:
             until=None if index == len(items) - 1 else starts[index + 1] - 1,
             kept="value" in item,
             value=item.get("value"),
+            writes=item.get("writes", 1),
         )
         for index, item in enumerate(items)
     ]

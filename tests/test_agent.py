@@ -111,7 +111,7 @@ async def test_the_demo_runs_and_shows_each_outcome() -> None:
     assert text.count("[12.4, 55.5, 12.7, 55.8]") >= 3  # turn 1 read before and after pruning
 
 
-def test_a_synchronous_run_reads_the_ring_and_says_when_it_needs_the_walk() -> None:
+def test_a_synchronous_run_reads_the_ring_and_the_walk() -> None:
     saver = PruningInMemorySaver()
     script = [
         AIMessage("", tool_calls=[call("get_aoi", "a", place="Copenhagen")]),
@@ -138,9 +138,6 @@ def test_a_synchronous_run_reads_the_ring_and_says_when_it_needs_the_walk() -> N
         replies = {
             m.tool_call_id: str(m.content) for m in state["messages"] if isinstance(m, ToolMessage)
         }
-        if ring_size:
-            assert replies["c"].endswith("[12.4, 55.5, 12.7, 55.8]")
-        else:
-            assert "only read when the agent runs asynchronously" in replies["c"]
-            assert "9.9" not in replies["c"]
+        assert replies["c"].endswith("[12.4, 55.5, 12.7, 55.8]")
+        assert "9.9" not in replies["c"]
         assert "has held 2 values" in replies["d"]

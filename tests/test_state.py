@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from mcp_state_versions.clock import CLOCK_KEY, entries_of
 from mcp_state_versions.state import (
     ToolStateError,
     make_merge_tool_state,
@@ -118,7 +119,7 @@ def fold(writes: list[tuple[str, Any, int | None]], reducer: Any = merge_tool_st
 def test_entries_match_the_reference(writes: list, ring_size: int) -> None:
     state = fold(writes, make_merge_tool_state(ring_size=ring_size))
     reference = Reference(writes)
-    for key, entry in state.items():
+    for key, entry in entries_of(state).items():
         versions = reference.versions(key)
         assert entry["versions"] == len(versions)
         assert canon(entry["value"]) == canon(versions[-1][1])
@@ -242,10 +243,11 @@ def test_budget_evicts_ring_values_before_current_values() -> None:
     state = reducer(state, {"c": {"value": "d" * 120, "turn": 3}})
     assert "value" not in state["a"]  # evicted, oldest write first; the entry stays
     assert state["a"]["versions"] == 2 and state["b"]["value"] == "c" * 60
-    assert sum(e["bytes"] for e in state.values()) <= 250
+    assert sum(e["bytes"] for e in entries_of(state).values()) <= 250
+    assert state[CLOCK_KEY]["bytes"] == sum(e["bytes"] for e in entries_of(state).values())
 
 
-def test_update_without_turn_joins_the_newest_turn_and_keeps_the_tool() -> None:
+def test_without_a_clock_an_unstamped_write_joins_the_newest_turn_and_keeps_the_tool() -> None:
     state = fold([("k", 1, 1), ("j", 5, 4)])
     state = merge_tool_state(state, {"k": {"value": 2}})
     assert (state["k"]["turn"], state["k"]["since"], state["k"]["tool"]) == (4, 4, "k")

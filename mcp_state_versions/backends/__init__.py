@@ -1,0 +1,186 @@
+"""Backends: what the checkpoint walk and retention need from a saver, one module per family.
+
+The walk (:mod:`mcp_state_versions.checkpoint_walk`) and retention
+(:mod:`mcp_state_versions.retention`) are written against :class:`Backend` and know no SQL, no
+blob layout and no serializer. Each module here reads one family of savers the cheapest way
+its storage allows:
+
+* :mod:`.memory`: ``InMemorySaver`` and subclasses (the Agent Server's in-memory runtime is
+  one), straight from its dicts;
+* :mod:`.sqlite`: ``SqliteSaver`` and ``AsyncSqliteSaver``, by SQL on their table;
+* :mod:`.postgres`: ``PostgresSaver`` and ``AsyncPostgresSaver``, by SQL on their tables;
+* :mod:`.generic`: any other ``BaseCheckpointSaver``, through its public API only.
+
+A turn read needs three things, and a backend offers exactly those: the *lineage* (ids, parents
+and the turn stamp of every checkpoint of a namespace, without channel values), the
+``tool_state`` channel of one checkpoint (which carries the turn clock), and, for threads older
+than the clock, a checkpoint's messages. Never the whole checkpoint when a channel will do:
+every checkpoint carries the whole message list, and rebuilding it is most of what a load costs.
+
+**Sync and async.** Every method is a coroutine. A backend built with ``sync=True`` calls the
+saver's synchronous API inside them and never suspends, so a synchronous caller (a tool under
+``graph.invoke``) drives the same walk with :func:`run_sync`; one that would have to suspend
+raises :class:`NeedsAsync` instead of blocking. A new backend is one module with one class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+__all__ = ["Backend", "Link", "NeedsAsync", "backend_for", "run_sync"]
+
+T = TypeVar("T")
+
+
+class NeedsAsync(RuntimeError):
+    """The saver only has an async API, and the caller is running synchronously."""
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One checkpoint of a chain, without its values.
+
+    ``stamped_turn`` and ``source`` come from metadata (``None`` when absent, or not read yet:
+    ``metadata_read`` is false where a backend defers reading them).
+    """
+
+    checkpoint_id: str
+    parent_id: str | None
+    stamped_turn: int | None
+    source: str | None
+    metadata_read: bool = True
+
+
+class Backend:
+    """What the walk and retention ask of a saver. Subclasses override what they do faster.
+
+    ``lineage`` may return ``None`` (no cheap scan): the walk then follows parents with
+    :meth:`parent_of`. The defaults go through the saver's public API.
+    """
+
+    def __init__(self, saver: BaseCheckpointSaver, *, sync: bool = False) -> None:
+        self.saver = saver
+        self.sync = sync
+
+    async def lineage(self, thread_id: str, namespace: str) -> list[Link] | None:
+        """Every checkpoint of the namespace, any branch, any order; ``None``: no scan."""
+        return None
+
+    async def stamp(self, thread_id: str, namespace: str, link: Link) -> Link:
+        """``link`` with its metadata read (for backends whose lineage defers it)."""
+        return link
+
+    async def head(self, thread_id: str, namespace: str) -> str | None:
+        """The newest checkpoint id of the namespace (the head of the current branch)."""
+        found = await self._tuple(thread_id, namespace, None)
+        return None if found is None else found.config["configurable"]["checkpoint_id"]
+
+    async def parent_of(self, thread_id: str, namespace: str, checkpoint_id: str) -> Link | None:
+        """The link of ``checkpoint_id`` itself, with its parent (for savers without a scan)."""
+        found = await self._tuple(thread_id, namespace, checkpoint_id)
+        if found is None:
+            return None
+        parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        metadata = found.metadata or {}
+        return Link(
+            checkpoint_id,
+            parent,
+            _stamp(metadata),
+            metadata.get("source"),
+        )
+
+    async def tool_state(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> tuple[bool, Any]:
+        """``(found, value)`` of the ``tool_state`` channel (``value`` ``None``: never written)."""
+        found = await self._tuple(thread_id, namespace, checkpoint_id)
+        if found is None:
+            return False, None
+        return True, found.checkpoint.get("channel_values", {}).get("tool_state")
+
+    async def values(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> Mapping[str, Any] | None:
+        """All channel values of a checkpoint (only for threads older than the clock)."""
+        found = await self._tuple(thread_id, namespace, checkpoint_id)
+        return None if found is None else found.checkpoint.get("channel_values", {})
+
+    async def checkpoint_ids(self, thread_id: str, namespace: str) -> list[str]:
+        """Every checkpoint id of the namespace, on any branch."""
+        links = await self.lineage(thread_id, namespace)
+        if links is not None:
+            return [link.checkpoint_id for link in links]
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
+        if self.sync:
+            return [c.config["configurable"]["checkpoint_id"] for c in self.saver.list(config)]
+        return [c.config["configurable"]["checkpoint_id"] async for c in self.saver.alist(config)]
+
+    async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
+        """Delete checkpoints with their writes, and blobs no remaining checkpoint uses."""
+        raise TypeError(
+            f"cannot delete single checkpoints from {type(self.saver).__name__}; retention "
+            "works on InMemorySaver, the SQLite savers and the PostgreSQL savers (see "
+            "mcp_state_versions.checkpointers)"
+        )
+
+    async def _tuple(self, thread_id: str, namespace: str, checkpoint_id: str | None) -> Any:
+        configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": namespace}
+        if checkpoint_id is not None:
+            configurable["checkpoint_id"] = checkpoint_id
+        config = {"configurable": configurable}
+        if self.sync:
+            try:
+                return self.saver.get_tuple(config)  # type: ignore[arg-type]
+            except NotImplementedError:
+                raise NeedsAsync(type(self.saver).__name__) from None
+        return await self.saver.aget_tuple(config)  # type: ignore[arg-type]
+
+
+def _stamp(metadata: Mapping[str, Any]) -> int | None:
+    from ..state import TURN_METADATA_KEY
+
+    value = metadata.get(TURN_METADATA_KEY)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def backend_for(saver: BaseCheckpointSaver, *, sync: bool = False) -> Backend:
+    """The backend that reads ``saver`` fastest; :class:`Backend` itself for unknown savers.
+
+    Recognises subclasses too (the Agent Server's in-memory saver subclasses ``InMemorySaver``).
+    ``sync=True`` reads through the saver's synchronous API (:func:`run_sync`).
+    """
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    if isinstance(saver, InMemorySaver):
+        from .memory import MemoryBackend
+
+        return MemoryBackend(saver, sync=sync)
+    from .sqlite import sqlite_backend
+
+    found = sqlite_backend(saver, sync=sync)
+    if found is not None:
+        return found
+    from .postgres import postgres_backend
+
+    found = postgres_backend(saver, sync=sync)
+    if found is not None:
+        return found
+    return Backend(saver, sync=sync)
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (a walk over a ``sync=True`` backend) to its end.
+
+    Raises :class:`NeedsAsync` if it does suspend: something in it needs an event loop.
+    """
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    finally:
+        coroutine.close()
+    raise NeedsAsync("the read awaited something that needs an event loop")

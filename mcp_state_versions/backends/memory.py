@@ -1,0 +1,73 @@
+"""``InMemorySaver`` (and subclasses): lineage, channels and deletes straight from its dicts.
+
+The saver keeps ``storage[thread][namespace][checkpoint_id] = (checkpoint, metadata, parent)``
+with channel values in ``blobs`` by version, so a channel is one dict lookup and one
+deserialization, and no message is rebuilt to read ``tool_state``. Its API is the same under
+sync and async runs, so one class serves both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from . import Backend, Link, _stamp
+
+__all__ = ["MemoryBackend"]
+
+
+class MemoryBackend(Backend):
+    """:class:`~mcp_state_versions.backends.Backend` over an ``InMemorySaver``."""
+
+    def _stored(self, thread_id: str, namespace: str) -> dict[str, Any]:
+        return self.saver.storage.get(thread_id, {}).get(namespace, {})  # type: ignore[attr-defined]
+
+    async def lineage(self, thread_id: str, namespace: str) -> list[Link]:
+        serde = self.saver.serde
+        links = []
+        for checkpoint_id, (_, metadata, parent_id) in list(
+            self._stored(thread_id, namespace).items()
+        ):
+            meta = serde.loads_typed(metadata) if metadata else {}
+            links.append(Link(checkpoint_id, parent_id, _stamp(meta), meta.get("source")))
+        return links
+
+    async def head(self, thread_id: str, namespace: str) -> str | None:
+        stored = self._stored(thread_id, namespace)
+        return max(stored) if stored else None
+
+    async def tool_state(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> tuple[bool, Any]:
+        saved = self._stored(thread_id, namespace).get(checkpoint_id)
+        if saved is None:
+            return False, None
+        checkpoint = self.saver.serde.loads_typed(saved[0])
+        version = checkpoint["channel_versions"].get("tool_state")
+        blob = self.saver.blobs.get((thread_id, namespace, "tool_state", version))  # type: ignore[attr-defined]
+        if blob is None or blob[0] == "empty":
+            return True, None
+        return True, self.saver.serde.loads_typed(blob)
+
+    async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
+        delete_checkpoints(self.saver, thread_id, namespace, checkpoint_ids)
+
+
+def delete_checkpoints(
+    saver: Any, thread_id: str, namespace: str, checkpoint_ids: Iterable[str]
+) -> None:
+    """Remove checkpoints with their writes, then blobs no remaining checkpoint uses."""
+    stored = saver.storage.get(thread_id, {}).get(namespace)
+    if stored is None:
+        return
+    for checkpoint_id in checkpoint_ids:
+        stored.pop(checkpoint_id, None)
+        saver.writes.pop((thread_id, namespace, checkpoint_id), None)
+    used = {
+        (channel, version)
+        for checkpoint, _, _ in stored.values()
+        for channel, version in saver.serde.loads_typed(checkpoint)["channel_versions"].items()
+    }
+    for key in [k for k in saver.blobs if k[:2] == (thread_id, namespace)]:
+        if (key[2], key[3]) not in used:
+            del saver.blobs[key]

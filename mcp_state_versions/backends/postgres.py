@@ -1,0 +1,140 @@
+"""The PostgreSQL savers (``PostgresSaver``, ``AsyncPostgresSaver``): every query the library runs.
+
+The saver keeps checkpoints (ids, parents, ``metadata`` as JSONB, and ``channel_versions``) in
+``checkpoints`` and each channel's value once per version in ``checkpoint_blobs``. So:
+
+* the **lineage** of a thread is one query over ``checkpoints`` returning ids, parents and the
+  turn stamp as an integer (not as JSON to parse per row), as tuples;
+* **one channel** of one checkpoint is one primary-key lookup of its blob, found through the
+  checkpoint's ``channel_versions`` (a lateral join, so the plan stays a key lookup), and the
+  message list is never read;
+* **deleting** checkpoints also deletes the blob versions no remaining checkpoint refers to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from . import Backend, Link, NeedsAsync
+
+__all__ = ["PostgresBackend", "postgres_backend"]
+
+
+def _lineage_sql() -> str:
+    from ..state import TURN_METADATA_KEY
+
+    stamp = f"metadata ->> '{TURN_METADATA_KEY}'"
+    return (
+        "SELECT checkpoint_id, parent_checkpoint_id, "
+        f"CASE WHEN {stamp} ~ '^[0-9]{{1,9}}$' THEN ({stamp})::int END, "
+        "metadata ->> 'source' "
+        "FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s"
+    )
+
+
+_HEAD_SQL = (
+    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
+    "ORDER BY checkpoint_id DESC LIMIT 1"
+)
+_CHANNEL_SQL = (
+    "SELECT b.type, b.blob FROM checkpoints c LEFT JOIN LATERAL ("
+    "SELECT type, blob FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id "
+    "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = %s "
+    "AND b.version = c.checkpoint -> 'channel_versions' ->> %s LIMIT 1) b ON true "
+    "WHERE c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id = %s"
+)
+_DELETES = (
+    "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
+    "AND checkpoint_id = ANY(%s)",
+    "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
+    "AND checkpoint_id = ANY(%s)",
+)
+_DELETE_UNUSED_BLOBS = (
+    "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND b.checkpoint_ns = %s "
+    "AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id "
+    "AND c.checkpoint_ns = b.checkpoint_ns "
+    "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
+)
+
+
+class PostgresBackend(Backend):
+    """:class:`~mcp_state_versions.backends.Backend` over either PostgreSQL saver."""
+
+    def __init__(self, saver: Any, *, sync: bool, native_sync: bool) -> None:
+        super().__init__(saver, sync=sync)
+        self.native_sync = native_sync
+
+    @asynccontextmanager
+    async def _cursor(self) -> Any:
+        if self.native_sync:
+            with self.saver._cursor() as cursor:
+                yield cursor
+            return
+        if self.sync:
+            raise NeedsAsync(type(self.saver).__name__)
+        async with self.saver._cursor() as cursor:
+            yield cursor
+
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        from psycopg.rows import tuple_row
+
+        async with self._cursor() as cursor:
+            cursor.row_factory = tuple_row
+            if self.native_sync:
+                cursor.execute(sql, tuple(params))
+                return list(cursor.fetchall())
+            await cursor.execute(sql, tuple(params))
+            return list(await cursor.fetchall())
+
+    async def lineage(self, thread_id: str, namespace: str) -> list[Link]:
+        rows = await self._rows(_lineage_sql(), (thread_id, namespace))
+        return [Link(row[0], row[1], row[2], row[3]) for row in rows]
+
+    async def head(self, thread_id: str, namespace: str) -> str | None:
+        rows = await self._rows(_HEAD_SQL, (thread_id, namespace))
+        return rows[0][0] if rows else None
+
+    async def tool_state(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> tuple[bool, Any]:
+        rows = await self._rows(
+            _CHANNEL_SQL, ("tool_state", "tool_state", thread_id, namespace, checkpoint_id)
+        )
+        if not rows:
+            return False, None
+        kind, blob = rows[0]
+        if kind is None or kind == "empty":
+            return True, None
+        return True, self.saver.serde.loads_typed((kind, blob))
+
+    async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
+        if not checkpoint_ids:
+            return
+        ids = list(checkpoint_ids)
+        async with self._cursor() as cursor:
+            for sql in _DELETES:
+                await _run(cursor, sql, (thread_id, namespace, ids), self.native_sync)
+            await _run(cursor, _DELETE_UNUSED_BLOBS, (thread_id, namespace), self.native_sync)
+
+
+async def _run(cursor: Any, sql: str, params: Sequence[Any], native_sync: bool) -> None:
+    if native_sync:
+        cursor.execute(sql, tuple(params))
+    else:
+        await cursor.execute(sql, tuple(params))
+
+
+def postgres_backend(saver: Any, *, sync: bool) -> PostgresBackend | None:
+    """A :class:`PostgresBackend` when ``saver`` is a PostgreSQL saver (extra ``postgres``)."""
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    except ImportError:
+        return None
+    if isinstance(saver, PostgresSaver):
+        return PostgresBackend(saver, sync=True, native_sync=True)  # it has no async API
+    if isinstance(saver, AsyncPostgresSaver):
+        return PostgresBackend(saver, sync=sync, native_sync=False)
+    return None

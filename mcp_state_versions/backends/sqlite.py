@@ -1,0 +1,205 @@
+"""The SQLite savers (``SqliteSaver``, ``AsyncSqliteSaver``): every query the library runs on them.
+
+SQLite stores each checkpoint whole in one row: the serialized checkpoint (every channel value,
+the message list included) followed by ``metadata``. Two consequences decide how this reads:
+
+* **Lineage from an index.** Reading ``metadata`` of every row means reading every row's
+  overflow pages, most of a long thread's file. The library therefore creates one covering
+  expression index, ``mcp_state_versions_lineage``, over ids, parents and the two metadata
+  fields the walk reads (the turn stamp and ``source``); the lineage of a thread is then a scan
+  of that index, O(chain) instead of O(file bytes). The saver's own tables are not changed, and
+  other readers are not affected; where the index cannot be created (a read-only file), ids
+  and parents are scanned and stamps read per visited link instead.
+* **A channel without the messages.** ``tool_state`` is read from the row with a msgpack decoder
+  whose extension hook skips every object it would have to construct (LangChain messages are
+  extension objects; ``tool_state`` is plain data and has none), so nothing is rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ormsgpack
+
+from . import Backend, Link, NeedsAsync
+
+__all__ = ["INDEX_NAME", "SqliteBackend", "sqlite_backend"]
+
+INDEX_NAME = "mcp_state_versions_lineage"
+
+_META_TEXT = "CAST(metadata AS TEXT)"
+
+
+def _index_sql() -> str:
+    from ..state import TURN_METADATA_KEY
+
+    return (
+        f"CREATE INDEX IF NOT EXISTS {INDEX_NAME} ON checkpoints (thread_id, checkpoint_ns, "
+        f"checkpoint_id, parent_checkpoint_id, "
+        f"json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
+        f"json_extract({_META_TEXT}, '$.source'))"
+    )
+
+
+def _lineage_sql() -> str:
+    from ..state import TURN_METADATA_KEY
+
+    return (
+        "SELECT checkpoint_id, parent_checkpoint_id, "
+        f"json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
+        f"json_extract({_META_TEXT}, '$.source') "
+        f"FROM checkpoints INDEXED BY {INDEX_NAME} WHERE thread_id = ? AND checkpoint_ns = ?"
+    )
+
+
+_IDS_SQL = (
+    "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = ?"
+)
+_HEAD_SQL = (
+    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+    "ORDER BY checkpoint_id DESC LIMIT 1"
+)
+_ROW_SQL = (
+    "SELECT type, checkpoint FROM checkpoints "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+
+
+def _skip_ext(code: int, data: bytes) -> None:
+    return None
+
+
+class SqliteBackend(Backend):
+    """:class:`~mcp_state_versions.backends.Backend` over either SQLite saver."""
+
+    def __init__(self, saver: Any, *, sync: bool, native_sync: bool) -> None:
+        super().__init__(saver, sync=sync)
+        self.native_sync = native_sync  # SqliteSaver (sqlite3), else AsyncSqliteSaver (aiosqlite)
+
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        if self.native_sync:
+            with self.saver.cursor(transaction=False) as cursor:
+                cursor.execute(sql, tuple(params))
+                return list(cursor.fetchall())
+        if self.sync:
+            raise NeedsAsync(type(self.saver).__name__)
+        await self.saver.setup()
+        async with self.saver.lock, self.saver.conn.execute(sql, tuple(params)) as cursor:
+            return list(await cursor.fetchall())
+
+    async def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        if self.native_sync:
+            with self.saver.cursor(transaction=True) as cursor:
+                for sql, params in statements:
+                    cursor.execute(sql, tuple(params))
+            return
+        if self.sync:
+            raise NeedsAsync(type(self.saver).__name__)
+        await self.saver.setup()
+        async with self.saver.lock:
+            for sql, params in statements:
+                await self.saver.conn.execute(sql, tuple(params))
+            await self.saver.conn.commit()
+
+    async def _indexed(self) -> bool:
+        """Create the lineage index once per saver; ``False`` where it cannot be created."""
+        state = getattr(self.saver, "_mcp_state_versions_index", None)
+        if state is None:
+            import sqlite3
+
+            try:
+                await self._write([(_index_sql(), ())])
+                state = True
+            except sqlite3.Error:
+                state = False
+            self.saver._mcp_state_versions_index = state  # type: ignore[attr-defined]
+        return bool(state)
+
+    async def lineage(self, thread_id: str, namespace: str) -> list[Link]:
+        if await self._indexed():
+            rows = await self._rows(_lineage_sql(), (thread_id, namespace))
+            return [
+                Link(row[0], row[1], row[2] if _is_int(row[2]) else None, row[3]) for row in rows
+            ]
+        rows = await self._rows(_IDS_SQL, (thread_id, namespace))
+        return [Link(row[0], row[1], None, None, metadata_read=False) for row in rows]
+
+    async def stamp(self, thread_id: str, namespace: str, link: Link) -> Link:
+        from ..state import TURN_METADATA_KEY
+
+        rows = await self._rows(
+            f"SELECT json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
+            f"json_extract({_META_TEXT}, '$.source') FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (thread_id, namespace, link.checkpoint_id),
+        )
+        if not rows:
+            return link
+        stamp, source = rows[0]
+        return Link(link.checkpoint_id, link.parent_id, stamp if _is_int(stamp) else None, source)
+
+    async def head(self, thread_id: str, namespace: str) -> str | None:
+        rows = await self._rows(_HEAD_SQL, (thread_id, namespace))
+        return rows[0][0] if rows else None
+
+    async def tool_state(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> tuple[bool, Any]:
+        rows = await self._rows(_ROW_SQL, (thread_id, namespace, checkpoint_id))
+        if not rows:
+            return False, None
+        kind, data = rows[0]
+        if kind == "msgpack":
+            checkpoint = ormsgpack.unpackb(
+                data, ext_hook=_skip_ext, option=ormsgpack.OPT_NON_STR_KEYS
+            )
+        else:
+            checkpoint = self.saver.serde.loads_typed((kind, data))
+        return True, (checkpoint.get("channel_values") or {}).get("tool_state")
+
+    async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
+        if not checkpoint_ids:
+            return
+        marks = ",".join("?" * len(checkpoint_ids))
+        await self._write(
+            [
+                (
+                    f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ? "
+                    f"AND checkpoint_id IN ({marks})",
+                    (thread_id, namespace, *checkpoint_ids),
+                )
+                for table in ("writes", "checkpoints")
+            ]
+        )
+
+    async def keep_latest(self, thread_id: str) -> None:
+        """``aprune(strategy="keep_latest")``: every namespace keeps its newest checkpoint."""
+        await self._write(
+            [
+                (
+                    f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_id < ("
+                    "SELECT MAX(c.checkpoint_id) FROM checkpoints c WHERE c.thread_id = "
+                    f"{table}.thread_id AND c.checkpoint_ns = {table}.checkpoint_ns)",
+                    (thread_id,),
+                )
+                for table in ("writes", "checkpoints")
+            ]
+        )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def sqlite_backend(saver: Any, *, sync: bool) -> SqliteBackend | None:
+    """A :class:`SqliteBackend` when ``saver`` is a SQLite saver, else ``None``."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    if isinstance(saver, SqliteSaver):
+        return SqliteBackend(saver, sync=True, native_sync=True)  # it has no async API
+    if isinstance(saver, AsyncSqliteSaver):
+        return SqliteBackend(saver, sync=sync, native_sync=False)
+    return None

@@ -1,0 +1,220 @@
+"""The turn clock: which turn a thread is in, kept in state rather than counted from messages.
+
+Everything the library answers is "the value at the end of turn N", so what a turn *is* decides
+whether those answers are true. Counting human messages in ``messages`` is not a definition that
+survives real agents: trimming removes old human messages, LangChain's
+``SummarizationMiddleware`` replaces the whole list with a summary and a few recent messages,
+and either silently renumbers every turn after it. The clock is instead a small record the
+``tool_state`` reducer keeps under :data:`CLOCK_KEY`:
+
+* **Turn N is the N-th run that brought a new user message into the thread on its branch.**
+  :func:`open_turn` (a graph node, run first) ticks the clock when the newest human message is
+  one it has not counted; :func:`close_turn` (run last) marks the turn ended. Both are plain
+  writes into ``tool_state``, so a checkpoint carries the clock like any other value and a fork
+  from the end of turn K goes on from K: its next user message is turn K+1 on the new branch.
+* **It only moves forward.** A run with no new user message, resuming an interrupt
+  (``Command(resume=...)``, which does not pass through the first node) or an operator's
+  ``update_state`` never tick it. Clock writes merge as a join (the later turn wins; once a turn
+  is closed it stays closed), so replaying them in any batching gives the same clock.
+* **Open or closed tells a write's turn.** With the clock in its own state, the reducer places
+  every write without looking at messages or at the writer's stamp: during turn N (open) a
+  write belongs to N; after turn N ended (closed) it belongs to N+1, because no turn ≤ N ended
+  holding it. That is what keeps an operator's edit between turns from rewriting what a
+  finished turn ran on.
+
+The record also carries the reducer's running totals (``seq``, ``bytes``, ``newest``), so a
+write costs O(1) in the number of keys; they are the reducer's business, not a reader's.
+
+Threads written before the clock existed have no record. For those, and only those, the turn
+is the number of human messages in ``messages`` (:func:`count_turns`), which trimming or
+summarization breaks; the first turn such a thread runs with the clock starts it from that
+count.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NotRequired, TypedDict
+
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+
+__all__ = [
+    "CLOCK_KEY",
+    "END_OF_TURN",
+    "ClockRecord",
+    "clock_of",
+    "close_turn",
+    "count_turns",
+    "current_turn",
+    "entries_of",
+    "open_turn",
+    "position",
+    "state_field",
+    "turn_of_tool_state",
+]
+
+CLOCK_KEY = "__clock__"
+"""The ``tool_state`` key of the clock record. It cannot be a published key (those have three
+non-empty ``/``-separated parts), and every reader of this library hides it."""
+
+
+class ClockRecord(TypedDict):
+    """The clock, as stored under :data:`CLOCK_KEY` in ``tool_state``.
+
+    * ``turn``: turns begun on this branch (``None``: the clock has never ticked, and writes
+      are placed by their stamps, as before the clock existed);
+    * ``open``: whether turn ``turn`` is still running;
+    * ``message``: id of the user message that began it; ``seen``: id of the last message when
+      it ended (together they tell a new user message from one already counted);
+    * ``late`` (only when true): a write arrived after turn ``turn`` ended, so this state is
+      no longer the one the turn ended with;
+    * ``seq``, ``bytes``, ``newest``: the reducer's totals (write counter, JSON bytes held,
+      newest turn any write was placed in).
+    """
+
+    turn: int | None
+    open: bool
+    message: NotRequired[str | None]
+    seen: NotRequired[str | None]
+    late: NotRequired[bool]
+    seq: NotRequired[int]
+    bytes: NotRequired[int]
+    newest: NotRequired[int]
+
+
+def state_field(state: Any, name: str) -> Any:
+    """Read a field of graph state, whether the state is a dict or an object with attributes."""
+    if state is None:
+        return None
+    if isinstance(state, Mapping):
+        return state.get(name)
+    return getattr(state, name, None)
+
+
+def count_turns(messages: Sequence[AnyMessage | Any] | None) -> int:
+    """Human messages in ``messages``: the turn of a thread that has no clock.
+
+    This is the documented fallback for threads written before the clock existed, and nothing
+    else. Trimming or summarizing messages lowers it and shifts turn numbers.
+    """
+    if not messages:
+        return 0
+    return sum(1 for message in messages if _is_human(message))
+
+
+def _is_human(message: Any) -> bool:
+    if isinstance(message, HumanMessage):
+        return True
+    if isinstance(message, BaseMessage):
+        return False
+    return isinstance(message, Mapping) and message.get("type", message.get("role")) in (
+        "human",
+        "user",
+    )
+
+
+def _message_id(message: Any) -> str | None:
+    value = message.get("id") if isinstance(message, Mapping) else getattr(message, "id", None)
+    return None if value is None else str(value)
+
+
+def clock_of(tool_state: Any) -> ClockRecord | None:
+    """The clock record of a ``tool_state``, or ``None`` when it has none."""
+    if not isinstance(tool_state, Mapping):
+        return None
+    record = tool_state.get(CLOCK_KEY)
+    return record if isinstance(record, Mapping) else None  # type: ignore[return-value]
+
+
+def entries_of(tool_state: Any) -> dict[str, Any]:
+    """``tool_state`` without the clock record: the keys tools published."""
+    if not isinstance(tool_state, Mapping):
+        return {}
+    return {key: entry for key, entry in tool_state.items() if key != CLOCK_KEY}
+
+
+def turn_of_tool_state(tool_state: Any) -> int | None:
+    """The turn a ``tool_state`` was in, from its clock (``None``: no clock; count messages)."""
+    record = clock_of(tool_state)
+    if record is None:
+        return None
+    turn = record.get("turn")
+    return turn if isinstance(turn, int) and not isinstance(turn, bool) else None
+
+
+def position(values: Mapping[str, Any]) -> float:
+    """Where a state (a checkpoint's channel values) stands on the clock, comparable in order.
+
+    ``N`` while turn N runs; ``N + 0.25`` once it has ended, while the state is still the one
+    it ended with; ``N + 0.5`` once something was written after that. A checkpoint walk finds
+    the end of turn N as the newest checkpoint at or below ``N + 0.25``. For a state without a
+    clock it is the human-message count (the fallback for threads older than the clock).
+    """
+    record = clock_of(values.get("tool_state"))
+    if record is not None:
+        turn = record.get("turn")
+        if isinstance(turn, int) and not isinstance(turn, bool):
+            if record.get("open"):
+                return float(turn)
+            return turn + (0.5 if record.get("late") else 0.25)
+    return float(count_turns(values.get("messages")))
+
+
+END_OF_TURN = 0.25
+"""Added to N: the highest :func:`position` a state at the end of turn N can have."""
+
+
+def current_turn(state: Any) -> int:
+    """The turn graph ``state`` is in: its clock, or for a thread without one, its human count."""
+    turn = turn_of_tool_state(state_field(state, "tool_state"))
+    if turn is not None:
+        return turn
+    return count_turns(state_field(state, "messages"))
+
+
+def _in_root(config: RunnableConfig | None) -> bool:
+    namespace = ((config or {}).get("configurable") or {}).get("checkpoint_ns") or ""
+    return namespace == ""
+
+
+def open_turn(state: Any, config: RunnableConfig | None = None) -> dict[str, Any]:
+    """Graph node: tick the clock if the newest user message has not been counted yet.
+
+    Run it first in a graph (``START -> open_turn -> ...``). It returns an empty update when
+    there is nothing to count: no user message, one already counted, or nothing newer than the
+    last message of the previous turn. Several user messages sent in one input are one turn.
+    """
+    messages = list(state_field(state, "messages") or [])
+    tool_state = state_field(state, "tool_state")
+    record = clock_of(tool_state)
+    newest = next((i for i in range(len(messages) - 1, -1, -1) if _is_human(messages[i])), None)
+    if newest is None:
+        return {}
+    message_id = _message_id(messages[newest])
+    if record is not None and record.get("turn") is not None:
+        if message_id is not None and message_id == record.get("message"):
+            return {}
+        seen = record.get("seen")
+        ids = [_message_id(m) for m in messages]
+        if seen is not None and seen in ids and ids.index(seen) > newest:
+            return {}  # the newest human message is older than the last turn's end
+        turn = int(record["turn"]) + 1  # type: ignore[arg-type]
+    else:
+        # First turn with the clock: a fresh thread starts at 1; an older thread continues
+        # from its human count (the fallback), never behind a turn its entries recorded.
+        newest_entry = int(record.get("newest", 0)) if record is not None else 0
+        turn = max(count_turns(messages), newest_entry + 1, 1)
+    return {"tool_state": {CLOCK_KEY: {"turn": turn, "open": True, "message": message_id}}}
+
+
+def close_turn(state: Any, config: RunnableConfig | None = None) -> dict[str, Any]:
+    """Graph node: mark the current turn ended. Run it last (``... -> close_turn -> END``).
+
+    Inside a subgraph it does nothing: the turn belongs to the graph at the root, which may
+    still have work to do in it after the subgraph returns.
+    """
+    record = clock_of(state_field(state, "tool_state"))
+    if record is None or record.get("turn") is None or not _in_root(config):
+        return {}
+    messages = state_field(state, "messages") or []
+    seen = _message_id(messages[-1]) if messages else None
+    return {"tool_state": {CLOCK_KEY: {"turn": record["turn"], "open": False, "seen": seen}}}
