@@ -172,8 +172,10 @@ def current_turn(state: Any) -> int:
 
 
 def _in_root(config: RunnableConfig | None) -> bool:
+    """Whether a task runs in the root graph: its namespace is its own task (``node:id``)
+    only, where a subgraph's task adds ``|node:id`` parts."""
     namespace = ((config or {}).get("configurable") or {}).get("checkpoint_ns") or ""
-    return namespace == ""
+    return "|" not in namespace
 
 
 def open_turn(state: Any, config: RunnableConfig | None = None) -> dict[str, Any]:

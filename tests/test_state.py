@@ -278,3 +278,54 @@ def test_bad_writes_are_refused_clearly(update: Any, fragment: str) -> None:
 def test_a_tool_state_that_is_not_a_dict_is_refused() -> None:
     with pytest.raises(ToolStateError, match="must be a dict"):
         merge_tool_state(["not", "a", "dict"], {"k": {"value": 1}})  # type: ignore[arg-type]
+
+
+# -- with the turn clock ------------------------------------------------------------------------
+
+
+@st.composite
+def clocked_updates(draw: Any) -> list[dict[str, Any]]:
+    """Updates as a clocked graph sends them: ticks, closes, and writes with or without stamps
+    (stamps that disagree with the clock included), some several keys at once."""
+    updates: list[dict[str, Any]] = []
+    turn = 0
+    for _ in range(draw(st.integers(1, 25))):
+        kind = draw(st.sampled_from(["tick", "close", "write", "write", "write"]))
+        if kind == "tick":
+            turn += 1
+            updates.append({CLOCK_KEY: {"turn": turn, "open": True, "message": f"m{turn}"}})
+        elif kind == "close" and turn:
+            updates.append({CLOCK_KEY: {"turn": turn, "open": False, "seen": f"a{turn}"}})
+        else:
+            keys = draw(st.lists(st.sampled_from(["a/t/x", "a/t/y"]), min_size=1, max_size=2))
+            stamp = draw(st.none() | st.integers(0, turn + 2))
+            updates.append({key: {"value": draw(pooled), "turn": stamp} for key in keys})
+    return updates
+
+
+@settings(max_examples=300, deadline=None)
+@given(clocked_updates(), st.data())
+def test_batching_law_with_the_clock(updates: list[dict[str, Any]], data: st.DataObject) -> None:
+    """Folding updates one by one equals folding any regrouping of them, clock writes included;
+    and the state is its own fixed point."""
+    one_by_one: dict = {}
+    for update in updates:
+        for key, write in update.items():
+            one_by_one = merge_tool_state(one_by_one, {key: write})
+    regrouped: list[dict[str, Any]] = []
+    for update in updates:
+        for key, write in update.items():
+            if regrouped and key not in regrouped[-1] and data.draw(st.booleans()):
+                regrouped[-1][key] = write
+            else:
+                regrouped.append({key: write})
+    batched: dict = {}
+    for update in regrouped:
+        batched = merge_tool_state(batched, update)
+    assert batched == one_by_one
+    assert merge_tool_state({}, batched) == batched
+    assert merge_tool_state(batched, batched) == batched
+    totals = batched.get(CLOCK_KEY, {})
+    if totals:
+        assert totals["bytes"] == sum(e["bytes"] for e in entries_of(batched).values())
+        assert totals["seq"] == max((e["seq"] for e in entries_of(batched).values()), default=0)

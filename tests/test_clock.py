@@ -1,0 +1,296 @@
+"""The turn clock where real agents rewrite their messages, edit state, fork, pause and nest.
+
+Each scenario runs through a real graph on each backend, twice (a ring of 8, and no ring so
+every older read walks checkpoints), and every ``turn=`` read of every key is compared with
+what a careful person wrote down at each turn's end (:class:`tests.conversation.Notebook`),
+live and again through a freshly opened saver on the same storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypedDict
+from uuid import uuid4
+
+import pytest
+from langchain_core.messages import HumanMessage, ToolMessage
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+
+from mcp_state_versions import (
+    CLOCK_KEY,
+    close_turn,
+    count_turns,
+    current_turn,
+    make_inspect_state,
+    merge_tool_state,
+    open_turn,
+    prune_thread,
+)
+
+from .conftest import BACKENDS, open_backend
+from .conversation import (
+    PUT,
+    Conversation,
+    agent_graph,
+    host_graph,
+    subgraph_host,
+    summarize,
+    trim_to,
+)
+
+Scenario = Callable[[Conversation], Awaitable[None]]
+
+
+class Plain(TypedDict):
+    """A host's state before this library: tool_state as a plain dict channel."""
+
+    messages: Annotated[list, add_messages]
+    tool_state: dict
+
+
+async def trimming(conv: Conversation) -> None:
+    for turn in range(1, 9):
+        await conv.say(f"put k=v{turn}" if turn % 2 else "chat")
+
+
+async def summarization(conv: Conversation) -> None:
+    for turn in range(1, 8):
+        await conv.say(f"put k=v{turn} j=w{turn // 3}" if turn != 4 else "chat")
+
+
+async def edits(conv: Conversation) -> None:
+    await conv.say("put k=a")
+    await conv.say("chat")
+    await conv.edit("k", "EDIT")  # between turns: after turn 2 ended
+    await conv.say("chat")
+    await conv.say("raw k=INSIDE j=ALSO")  # unstamped writes inside turn 4
+    await conv.say("gate k=b")  # paused inside turn 5, then resumed
+    await conv.resume()
+    await conv.edit("j", "LATE")
+    await conv.say("put j=c")
+
+
+async def fork_after_trim(conv: Conversation) -> None:
+    for turn in range(1, 6):
+        await conv.say(f"put k=v{turn}")
+    await conv.fork(2, "put k=fork j=x")
+    await conv.say("chat")
+
+
+async def interrupt_and_resume(conv: Conversation) -> None:
+    await conv.say("put k=a")
+    await conv.say("gate k=b j=b")
+    await conv.resume()
+    await conv.say("gate k=c")
+    await conv.resume()
+
+
+async def parallel_calls(conv: Conversation) -> None:
+    await conv.say("put k=x")
+    await conv.say("put k=x1 k=x2 k=x3")
+    await conv.say("chat")
+    await conv.say("put k=y1 j=1 k=y2")
+
+
+async def prune_between(conv: Conversation) -> None:
+    for turn in range(1, 7):
+        await conv.say(f"put k=v{turn}" if turn != 3 else "chat")
+    result = await prune_thread(conv.saver, conv.thread_id, keep_turns=2)
+    conv.notebook.retained_from = result.retained_turns[0]
+    await conv.say("put j=after")
+
+
+SCENARIOS: dict[str, tuple[Scenario, Callable[..., Any]]] = {
+    "trimming": (trimming, lambda s, r: host_graph(s, ring_size=r, compact=trim_to(3))),
+    "summarization": (summarization, lambda s, r: host_graph(s, ring_size=r, compact=summarize)),
+    "edits": (edits, agent_graph),
+    "edits-host": (edits, lambda s, r: host_graph(s, ring_size=r)),
+    "fork-after-trim": (
+        fork_after_trim,
+        lambda s, r: host_graph(s, ring_size=r, compact=trim_to(2)),
+    ),
+    "interrupt": (interrupt_and_resume, agent_graph),
+    "parallel": (parallel_calls, agent_graph),
+    "subgraph": (parallel_calls, subgraph_host),
+    "subgraph-edits": (edits, subgraph_host),
+    "prune": (prune_between, agent_graph),
+}
+
+
+@pytest.mark.parametrize("ring_size", [8, 0])
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_every_turn_read_equals_the_notebook(
+    kind: str, scenario: str, ring_size: int, tmp_path: Any
+) -> None:
+    run, build = SCENARIOS[scenario]
+    thread_id = f"clock-{scenario}-{uuid4().hex[:10]}"
+    async with await open_backend(kind, tmp_path) as saver:
+        conv = Conversation(build(saver, ring_size), saver, thread_id)
+        await run(conv)
+        checked = await conv.check()
+        if ring_size == 0:  # every version but the current one came from the walk
+            assert checked["Found:history"] > 0, checked
+        await conv.check(ring_only=True)
+        if kind == "memory":
+            return
+        async with await open_backend(kind, tmp_path) as reopened:
+            await conv.check(reopened)
+
+
+def test_the_clock_survives_what_counting_messages_does_not() -> None:
+    """Trimmed to 3 human messages over 8 turns, the count stops at 3; the clock does not."""
+    import asyncio
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    async def run() -> dict[str, Any]:
+        saver = InMemorySaver()
+        conv = Conversation(host_graph(saver, ring_size=8, compact=trim_to(3)), saver, "t")
+        await trimming(conv)
+        return (await conv.graph.aget_state(conv.config)).values
+
+    values = asyncio.run(run())
+    assert count_turns(values["messages"]) == 3
+    assert current_turn(values) == 8
+    assert values["tool_state"][PUT + "k"]["since"] == 7
+
+
+async def test_parallel_calls_say_whose_value_the_key_keeps() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    conv = Conversation(agent_graph(saver, ring_size=8), saver, "parallel")
+    await conv.say("put k=x")
+    state = await conv.say("put k=x1 k=x2 k=x3")
+    replies = [m for m in state["messages"] if isinstance(m, ToolMessage)][-3:]
+    ids = [m.tool_call_id for m in replies]
+    for reply in replies:
+        text = str(reply.content)
+        assert text.startswith(f"[state updated: {PUT}k — replaces the value it held since turn 1]")
+        assert "3 calls to put in this step" in text and f"call {ids[-1]}" in text
+    assert "this one." in str(replies[-1].content)
+    assert f"not this one ({ids[0]})" in str(replies[0].content)
+    tool = make_inspect_state()
+    runtime = _runtime(state, "parallel")
+    listing = await tool.coroutine(key=PUT + "k", versions=True, runtime=runtime)  # type: ignore[misc]
+    assert 'turn 2 on (current), written 3 times in turn 2: "x3"' in listing
+
+
+async def test_an_edit_between_turns_reads_as_set_after_the_turn() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    conv = Conversation(agent_graph(saver, ring_size=8), saver, "edit")
+    await conv.say("put k=a")
+    await conv.say("chat")
+    await conv.edit("k", "EDIT")
+    state = (await conv.graph.aget_state(conv.config)).values
+    tool = make_inspect_state()
+    runtime = _runtime(state, "edit")
+    now = await tool.coroutine(key=PUT + "k", runtime=runtime)  # type: ignore[misc]
+    assert now.startswith('"EDIT"') and "set after turn 2 ended" in now
+    then = await tool.coroutine(key=PUT + "k", turn=2, runtime=runtime)  # type: ignore[misc]
+    assert then.endswith('"a"')
+
+
+def test_the_reducer_accepts_its_own_output() -> None:
+    state = merge_tool_state({}, {CLOCK_KEY: {"turn": 1, "open": True, "message": "m1"}})
+    state = merge_tool_state(state, {PUT + "k": {"value": "a"}})
+    state = merge_tool_state(state, {CLOCK_KEY: {"turn": 1, "open": False, "seen": "x"}})
+    state = merge_tool_state(state, {CLOCK_KEY: {"turn": 2, "open": True, "message": "m2"}})
+    state = merge_tool_state(state, {PUT + "k": {"value": "b"}})
+    assert merge_tool_state(None, state) == state
+    assert merge_tool_state({}, state) == state
+    assert merge_tool_state(state, state) == state
+    older = merge_tool_state({}, {CLOCK_KEY: {"turn": 1, "open": True, "message": "m1"}})
+    assert merge_tool_state(older, state) == state
+
+
+def test_a_single_forged_entry_cannot_invent_an_earlier_turn() -> None:
+    state = merge_tool_state({}, {CLOCK_KEY: {"turn": 3, "open": True, "message": "m"}})
+    forged = {
+        "value": "now",
+        "tool": "x",
+        "seq": 99,
+        "turn": 1,
+        "since": 1,
+        "versions": 2,
+        "ring": [{"turn": 1, "seq": 1, "digest": "d", "value": "invented"}],
+        "digest": "e",
+        "size": 5,
+        "bytes": 5,
+    }
+    state = merge_tool_state(state, {PUT + "k": forged})
+    entry = state[PUT + "k"]
+    assert (entry["value"], entry["since"], entry["versions"], entry["ring"]) == ("now", 3, 1, [])
+
+
+def test_plain_values_are_adopted_not_refused() -> None:
+    state = merge_tool_state(
+        {"legacy/tool/bbox": [1, 2, 3, 4], "other": "x"},
+        {CLOCK_KEY: {"turn": 4, "open": True, "message": "m"}},
+    )
+    assert state["legacy/tool/bbox"]["value"] == [1, 2, 3, 4]
+    assert state["legacy/tool/bbox"]["adopted"] == 4 and state["other"]["since"] == 4
+    state = merge_tool_state(state, {"other": {"value": "y"}})
+    assert state["other"]["value"] == "y" and state[CLOCK_KEY]["bytes"] == sum(
+        e["bytes"] for k, e in state.items() if k != CLOCK_KEY
+    )
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_a_thread_that_held_plain_values_migrates(kind: str, tmp_path: Any) -> None:
+    """A host moving from a plain dict channel: old turns read from history as they were."""
+
+    def plain_turn(state: Plain) -> dict[str, Any]:
+        turn = count_turns(state["messages"])
+        return {"tool_state": {**(state.get("tool_state") or {}), PUT + "k": f"plain{turn}"}}
+
+    thread_id = f"migrate-{uuid4().hex[:10]}"
+    async with await open_backend(kind, tmp_path) as saver:
+        old = StateGraph(Plain)
+        old.add_node("work", plain_turn)
+        old.add_edge(START, "work")
+        old_graph = old.compile(checkpointer=saver)
+        conv = Conversation(old_graph, saver, thread_id)
+        for _ in range(2):
+            await conv._invoke({"messages": [HumanMessage("old")]}, conv.config)
+        conv.notebook.turn([("k", "plain1")])
+        conv.notebook.turn([("k", "plain2")])
+        for ring_size in (8,):
+            conv.graph = agent_graph(saver, ring_size=ring_size)
+            await conv.say("chat")
+            await conv.say("put k=new")
+            await conv.check()
+            await conv.check(ring_only=True)
+
+
+def _runtime(state: Any, thread_id: str) -> Any:
+    from .conftest import runtime_for
+
+    return runtime_for(state, thread_id)
+
+
+def test_open_turn_counts_only_new_user_messages() -> None:
+    from langchain_core.messages import AIMessage
+
+    state: dict[str, Any] = {"messages": [HumanMessage("hi", id="h1")], "tool_state": {}}
+
+    def apply(update: dict[str, Any]) -> None:
+        if update:
+            state["tool_state"] = merge_tool_state(state["tool_state"], update["tool_state"])
+
+    apply(open_turn(state))
+    assert state["tool_state"][CLOCK_KEY]["turn"] == 1
+    assert open_turn(state) == {}  # the same message again: no tick (a resume, a re-run)
+    state["messages"].append(AIMessage("ok", id="a1"))
+    apply(close_turn(state))
+    assert state["tool_state"][CLOCK_KEY]["open"] is False
+    # Summarization replaced the list: a summary (a human message) and the last reply.
+    state["messages"] = [HumanMessage("summary", id="s"), AIMessage("ok", id="a1")]
+    assert open_turn(state) == {}  # a run with no new user message does not tick
+    state["messages"].append(HumanMessage("next", id="h2"))
+    apply(open_turn(state))
+    assert state["tool_state"][CLOCK_KEY]["turn"] == 2
