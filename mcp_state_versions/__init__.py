@@ -38,6 +38,22 @@ from .state import (
     merge_tool_state,
 )
 
+
+def __getattr__(name: str) -> object:
+    # SessionStateMiddleware needs LangChain's agents package (extra "agents"); import it only
+    # when asked for, so the rest of the library works without it.
+    if name == "SessionStateMiddleware":
+        try:
+            from .middleware import SessionStateMiddleware
+        except ImportError as error:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "SessionStateMiddleware needs LangChain's create_agent: "
+                "pip install 'mcp-state-versions[agents]'"
+            ) from error
+        return SessionStateMiddleware
+    raise AttributeError(f"module 'mcp_state_versions' has no attribute {name!r}")
+
+
 __all__ = [
     "AUTO",
     "CLOCK_KEY",
@@ -54,6 +70,7 @@ __all__ = [
     "PruningSqliteSaver",
     "ScriptedChatModel",
     "SessionState",
+    "SessionStateMiddleware",
     "StateEntry",
     "ThreadHistory",
     "ToolStateError",

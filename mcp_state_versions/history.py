@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from .state import StateEntry, is_entry
-from .versions import RingBeforeFirst, RingHit, value_at_turn
+from .versions import RingBeforeFirst, RingHit, value_at_turn, version_spans
 
 __all__ = [
     "AUTO",
@@ -102,8 +102,10 @@ class ThreadHistory(Protocol):
 class Found:
     """``value`` is what ``key`` held at the end of ``turn``.
 
-    ``since``/``until`` bound the version when known (``until`` is ``None`` for the current
-    one); ``source`` says whether the entry's ring or the thread's history answered.
+    ``since``/``until`` bound the version when known; ``current`` says it is still the key's
+    value now (``until`` is then ``None``; for an older version ``None`` means its last turn is
+    no longer retained). ``source`` says whether the entry's ring or the thread's history
+    answered; nothing else about the answer depends on it.
     """
 
     key: str
@@ -112,6 +114,7 @@ class Found:
     since: int | None
     until: int | None
     source: Literal["ring", "history"]
+    current: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +235,15 @@ async def resolve_turn(
         return NeverHappened(key=key, turn=turn, total=current_turn)
     lookup = value_at_turn(entry, turn)
     if isinstance(lookup, RingHit):
-        return Found(key, turn, lookup.value, lookup.since, lookup.until, source="ring")
+        return Found(
+            key,
+            turn,
+            lookup.value,
+            lookup.since,
+            lookup.until,
+            source="ring",
+            current=lookup.until is None,
+        )
     if isinstance(lookup, RingBeforeFirst):
         return KeyNotSetYet(key=key, turn=turn, first_turn=lookup.first_turn)
     if history is None or thread_id is None:
@@ -252,8 +263,44 @@ async def resolve_turn(
     past = snapshot.tool_state.get(key)
     if past is None:
         return KeyNotSetYet(key=key, turn=turn, first_turn=None)
-    if not is_entry(past):
-        return Found(key, turn, past, None, None, source="history")  # stored before adoption
+    if not is_entry(past):  # stored before the reducer adopted it
+        return Found(key, turn, past, None, None, source="history", current=False)
     if "value" not in past:
         return gone  # the budget had evicted it then too; no checkpoint holds a copy
-    return Found(key, turn, past["value"], past["since"], None, source="history")
+    since = past["since"]
+    if since == entry["since"] and past["digest"] == entry["digest"]:
+        return Found(key, turn, past["value"], since, None, source="history", current=True)
+    until = await _version_end(entry, key, since, turn, history, thread_id)
+    return Found(key, turn, past["value"], since, until, source="history")
+
+
+async def _version_end(
+    entry: StateEntry,
+    key: str,
+    since: int,
+    turn: int,
+    history: ThreadHistory,
+    thread_id: str,
+) -> int | None:
+    """The last turn of the version that began in ``since`` (not the current one).
+
+    The entry knows the start of each version its ring still identifies; for an older one, the
+    history is searched for the last turn that still ended with it (``None`` when that part of
+    history is no longer retained), so a history answer reads like a ring answer.
+    """
+    spans = version_spans(entry)
+    for span in spans:
+        if span.since == since:
+            return span.until
+    low, high = turn, spans[0].since - 1  # the version held at ``turn`` and ended before high+1
+    while low < high:
+        middle = (low + high + 1) // 2
+        snapshot = await history.tool_state_at(thread_id, middle)
+        if snapshot.tool_state is None:
+            return None
+        probe = snapshot.tool_state.get(key)
+        if is_entry(probe) and probe["since"] == since:
+            low = middle
+        else:
+            high = middle - 1
+    return low

@@ -308,16 +308,24 @@ def describe_answer(
 ) -> str:
     """The model-facing text of a :data:`~mcp_state_versions.history.TurnAnswer`."""
     match answer:
-        case Found(key=key, turn=turn, value=value, since=since, until=until):
+        case Found(key=key, turn=turn, value=value, since=since, until=until, current=current):
             body = _narrow(value, path=path, pattern=pattern)
-            later = (
-                " It is still the current value."
-                if until is None and answer.source == "ring"
-                else " A later turn replaced it; the current value differs."
+            if current:
+                return (
+                    f"{key} at the end of turn {turn} (held {_span(since, None)}). "
+                    f"It is still the current value.\n{body}"
+                )
+            held = (
+                "the value then"
+                if since is None
+                else f"held {_span(since, until)}"
                 if until is not None
-                else ""
+                else f"held from turn {since}"
             )
-            return f"{key} at the end of turn {turn} (held {_span(since, until)}).{later}\n{body}"
+            return (
+                f"{key} at the end of turn {turn} ({held}). A later turn replaced it; the "
+                f"current value differs.\n{body}"
+            )
         case NeverHappened(turn=turn, total=total):
             if total == 0:
                 return f"Turn {turn} never happened: this thread has no turns yet."

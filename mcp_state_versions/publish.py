@@ -28,9 +28,10 @@ from langgraph.types import Command
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .clock import current_turn, entries_of, state_field
+from .state import ToolStateError
 from .versions import canonical
 
-__all__ = ["publish", "state_key", "tool_state_writes"]
+__all__ = ["breadcrumb", "publish", "state_key", "tool_state_writes"]
 
 
 def state_key(toolset: str, tool: str, field: str) -> str:
@@ -87,17 +88,42 @@ def publish(
     """
     if not fields:
         raise ValueError("publish needs at least one field")
-    turn = current_turn(runtime.state)
-    writes = tool_state_writes(toolset, tool, fields, turn=turn)
-    crumb = f"[state updated: {_described(writes, runtime.state, turn)}]"
-    parts = [crumb, note, _siblings_note(runtime)]
-    content = " ".join(part for part in parts if part)
+    _require_channel(runtime.state)
+    writes = tool_state_writes(toolset, tool, fields, turn=current_turn(runtime.state))
+    content = " ".join(part for part in (breadcrumb(writes, runtime), note) if part)
     return Command(
         update={
             "tool_state": writes,
             "messages": [ToolMessage(content=content, tool_call_id=runtime.tool_call_id)],
         }
     )
+
+
+def breadcrumb(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) -> str:
+    """The reply a tool gives for ``writes``: ``[state updated: <keys>]``, saying which keys
+    replace a value an earlier turn ended with, and, when other calls to the same tool run in
+    this step, whose value the keys keep."""
+    state = runtime.state
+    crumb = f"[state updated: {_described(writes, state, current_turn(state))}]"
+    siblings = _siblings_note(runtime)
+    return f"{crumb} {siblings}" if siblings else crumb
+
+
+def _require_channel(state: Any) -> None:
+    """A publish into a graph without the channel would be dropped by LangGraph, silently."""
+    missing = (
+        "tool_state" not in state
+        if isinstance(state, Mapping)
+        else state is not None and not hasattr(state, "tool_state")
+    )
+    if missing:
+        raise ToolStateError(
+            "this agent's state has no tool_state channel, so a publish would be dropped "
+            "without a trace. With create_agent, add "
+            "middleware=[mcp_state_versions.SessionStateMiddleware()]; with your own "
+            "StateGraph, use mcp_state_versions.SessionState (or make_session_state) as its "
+            "state schema."
+        )
 
 
 def _described(writes: Mapping[str, Mapping[str, Any]], state: Any, turn: int) -> str:

@@ -20,7 +20,7 @@ class Place(BaseModel):
 
 
 def test_publish_stamps_the_turn_and_leaves_a_breadcrumb() -> None:
-    state = {"messages": [HumanMessage("a"), AIMessage("b"), HumanMessage("c")]}
+    state = {"messages": [HumanMessage("a"), AIMessage("b"), HumanMessage("c")], "tool_state": {}}
     command = publish(
         runtime_for(state),
         "gazet",
@@ -59,3 +59,11 @@ def test_key_parts_are_checked(parts: tuple[str, str, str], label: str) -> None:
 def test_publish_needs_a_field() -> None:
     with pytest.raises(ValueError, match="at least one field"):
         publish(runtime_for({"messages": []}), "s", "t", {})
+
+
+def test_publish_into_a_state_without_the_channel_fails_loudly() -> None:
+    """LangGraph drops an update to a channel the graph does not have, without a word."""
+    from mcp_state_versions.state import ToolStateError
+
+    with pytest.raises(ToolStateError, match="SessionStateMiddleware"):
+        publish(runtime_for({"messages": [HumanMessage("a")]}), "t", "t", {"k": 1})

@@ -1,0 +1,240 @@
+"""``SessionStateMiddleware``: versioned session state for ``langchain.agents.create_agent``.
+
+LangGraph 1.x moved agent users to ``create_agent``, where behaviour is added as middleware. One
+middleware gives such an agent everything :func:`~mcp_state_versions.agent.build_agent` has:
+
+* the ``tool_state`` channel with the versioning reducer, declared as its **state schema** (so
+  no ``state_schema=`` is needed, and no publish is dropped for want of a channel);
+* the **turn clock**: ``before_agent`` ticks it on a new user message, ``after_agent`` closes
+  the turn, so summarization or trimming (``SummarizationMiddleware`` in the same agent) never
+  renumbers turns, and a resumed interrupt does not count as a turn;
+* exactly one ``inspect_state`` **tool**, reading the history of the run's own checkpointer;
+* the **guidance** (:data:`~mcp_state_versions.agent.SESSION_STATE_PROMPT`) appended to the
+  system prompt of every model call;
+* **capture**: a tool that returns structured data (a dict, a pydantic model, a dataclass, an
+  MCP tool's structured content, a ``ToolMessage`` artifact) has it published into
+  ``tool_state`` as ``<toolset>/<tool>/<field>``, and the model gets the breadcrumb instead of
+  the payload, with no change to the tools. Tools that publish themselves (they return a
+  ``Command``) pass through.
+
+Why capture works on the tool's own output rather than its message: LangChain turns a tool's
+return value into message text before any middleware sees it, and text is not data (a pydantic
+model becomes ``a=1 b=2``). So for a plain ``StructuredTool`` the call runs on a copy that
+returns the value also as the message's artifact; the value itself is untouched.
+"""
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import asdict, is_dataclass
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+from langchain_core.messages import SystemMessage, ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.config import get_config
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command
+from pydantic import BaseModel
+
+from .agent import SESSION_STATE_PROMPT
+from .clock import close_turn, current_turn, open_turn
+from .history import AUTO, HistoryOption
+from .inspect_tool import make_inspect_state
+from .publish import breadcrumb, tool_state_writes
+from .render import dumps
+from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
+
+__all__ = ["DEFAULT_INLINE_LIMIT", "SessionStateMiddleware"]
+
+DEFAULT_INLINE_LIMIT = 1000
+"""Captured results whose JSON is at most this many characters stay in the message after the
+breadcrumb, so the model can act on a small result without reading state; larger ones are
+replaced by the breadcrumb alone."""
+
+
+def _session_schema(reducer: Callable[..., Any]) -> type:
+    class SessionAgentState(AgentState):
+        """``create_agent`` state with versioned ``tool_state`` (and its turn clock)."""
+
+        tool_state: NotRequired[Annotated[dict[str, Any], reducer]]
+
+    return SessionAgentState
+
+
+class SessionStateMiddleware(AgentMiddleware):
+    """Versioned ``tool_state``, the turn clock, ``inspect_state`` and capture for
+    ``create_agent``.
+
+    ``ring_size``, ``ring_bytes`` and ``budget_bytes`` configure the reducer
+    (:func:`~mcp_state_versions.state.make_merge_tool_state`); ``allowed_keys`` and ``history``
+    configure ``inspect_state`` as for :func:`~mcp_state_versions.agent.build_agent`.
+
+    ``capture`` chooses which tools' structured results are published: ``True`` (all, the
+    default), ``False`` (none), or tool names. ``toolset`` is the first part of captured keys:
+    a string (default ``"tools"``) or a function of the tool. ``inline_limit`` is the JSON size
+    up to which a captured result also stays in the message (:data:`DEFAULT_INLINE_LIMIT`).
+    ``system_prompt`` is the guidance appended to the agent's system prompt (``None``: none).
+    """
+
+    def __init__(
+        self,
+        *,
+        ring_size: int = 8,
+        ring_bytes: int = 256 * 1024,
+        budget_bytes: int = DEFAULT_BUDGET_BYTES,
+        allowed_keys: Sequence[str] | None = None,
+        history: HistoryOption = AUTO,
+        capture: bool | Sequence[str] = True,
+        toolset: str | Callable[[BaseTool], str] = "tools",
+        inline_limit: int = DEFAULT_INLINE_LIMIT,
+        system_prompt: str | None = SESSION_STATE_PROMPT,
+    ) -> None:
+        super().__init__()
+        self.state_schema = _session_schema(
+            make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
+        )
+        self.tools = [make_inspect_state(allowed_keys, history)]
+        self.capture = capture
+        self.toolset = toolset
+        self.inline_limit = inline_limit
+        self.system_prompt = system_prompt
+        self._copies: dict[int, BaseTool] = {}
+
+    # -- the turn clock -----------------------------------------------------------------------
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return open_turn(state) or None
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self.before_agent(state, runtime)
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return close_turn(state, get_config()) or None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self.after_agent(state, runtime)
+
+    # -- the guidance -------------------------------------------------------------------------
+
+    def _guided(self, request: ModelRequest) -> ModelRequest:
+        if not self.system_prompt:
+            return request
+        current = request.system_prompt
+        text = f"{current}\n\n{self.system_prompt}" if current else self.system_prompt
+        return request.override(system_message=SystemMessage(text))
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[..., Any]) -> Any:
+        return handler(self._guided(request))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[..., Awaitable[Any]]
+    ) -> Any:
+        return await handler(self._guided(request))
+
+    # -- capture ------------------------------------------------------------------------------
+
+    def _captures(self, tool: BaseTool | None) -> bool:
+        if tool is None or tool.name == "inspect_state" or self.capture is False:
+            return False
+        return self.capture is True or tool.name in self.capture
+
+    def _prepared(self, request: ToolCallRequest) -> ToolCallRequest:
+        tool = request.tool
+        if not self._captures(tool) or not isinstance(tool, StructuredTool):
+            return request
+        if tool.response_format != "content":
+            return request  # its artifact already carries the data (MCP tools do this)
+        copy = self._copies.get(id(tool))
+        if copy is None:
+            copy = self._copies[id(tool)] = _keeping_output(tool)
+        return request.override(tool=copy)
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
+        return self._captured(request, handler(self._prepared(request)))
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[..., Awaitable[Any]]
+    ) -> Any:
+        return self._captured(request, await handler(self._prepared(request)))
+
+    def _captured(self, request: ToolCallRequest, result: Any) -> Any:
+        if not self._captures(request.tool) or not isinstance(result, ToolMessage):
+            return result
+        if result.status == "error":
+            return result
+        fields = _structured(result.artifact)
+        if fields is None:
+            return result.model_copy(update={"artifact": None}) if _kept(result) else result
+        assert request.tool is not None
+        toolset = self.toolset if isinstance(self.toolset, str) else self.toolset(request.tool)
+        writes = tool_state_writes(
+            toolset, _key_part(request.tool.name), fields, turn=current_turn(request.state)
+        )
+        text = breadcrumb(writes, request.runtime)
+        payload = dumps(fields)
+        if len(payload) <= self.inline_limit:
+            text = f"{text} {payload}"
+        return Command(
+            update={
+                "tool_state": writes,
+                "messages": [ToolMessage(text, tool_call_id=result.tool_call_id, name=result.name)],
+            }
+        )
+
+
+_KEPT = "__mcp_state_versions_output__"
+
+
+def _kept(message: ToolMessage) -> bool:
+    return isinstance(message.artifact, dict) and _KEPT in message.artifact
+
+
+def _keeping_output(tool: StructuredTool) -> StructuredTool:
+    """A copy of ``tool`` whose message also carries the raw return value as its artifact."""
+
+    def keep(output: Any) -> tuple[Any, Any]:
+        if isinstance(output, Command | ToolMessage):
+            return output, None
+        return output, {_KEPT: output}
+
+    func = coroutine = None
+    if tool.func is not None:
+        original = tool.func
+
+        @functools.wraps(original)
+        def func(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            return keep(original(*args, **kwargs))
+
+    if tool.coroutine is not None:
+        original_coroutine = tool.coroutine
+
+        @functools.wraps(original_coroutine)
+        async def coroutine(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            return keep(await original_coroutine(*args, **kwargs))
+
+    return tool.model_copy(
+        update={"response_format": "content_and_artifact", "func": func, "coroutine": coroutine}
+    )
+
+
+def _structured(artifact: Any) -> dict[str, Any] | None:
+    """The fields of a structured result, or ``None`` when it is not one."""
+    if isinstance(artifact, Mapping) and _KEPT in artifact:
+        artifact = artifact[_KEPT]
+    elif isinstance(artifact, Mapping) and isinstance(artifact.get("structured_content"), dict):
+        artifact = artifact["structured_content"]  # langchain-mcp-adapters' MCPToolArtifact
+    if isinstance(artifact, BaseModel):
+        artifact = artifact.model_dump(mode="json")
+    elif is_dataclass(artifact) and not isinstance(artifact, type):
+        artifact = asdict(artifact)
+    if (
+        isinstance(artifact, Mapping)
+        and artifact
+        and all(isinstance(k, str) and k and "/" not in k for k in artifact)
+    ):
+        return dict(artifact)
+    return None
+
+
+def _key_part(name: str) -> str:
+    return name.replace("/", "_") or "tool"
