@@ -201,6 +201,10 @@ class Conversation:
     notebook: Notebook = field(default_factory=Notebook)
     end_ids: list[str] = field(default_factory=list)
     sync: bool = False
+    #: Note each turn's end values by reading them from the live state as the turn ends (for
+    #: tools whose values the test does not choose); only current values are read, which
+    #: last-write-wins state gets right without any versioning.
+    live: bool = False
 
     @property
     def config(self) -> dict[str, Any]:
@@ -217,22 +221,31 @@ class Conversation:
         return await self.graph.aget_state(self.config)
 
     async def _ended(self, writes: Sequence[tuple[str, str]]) -> None:
-        self.notebook.turn(writes)
-        self.end_ids.append((await self._state()).config["configurable"]["checkpoint_id"])
+        snapshot = await self._state()
+        if self.live:
+            values = entries_of(snapshot.values.get("tool_state"))
+            self.notebook.current = {k: e["value"] for k, e in values.items()}
+            self.notebook.ends.append(dict(self.notebook.current))
+        else:
+            self.notebook.turn(writes)
+        self.end_ids.append(snapshot.config["configurable"]["checkpoint_id"])
 
     async def say(self, text: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
         """One user turn; ``put`` assignments are noted as the turn's writes, in order."""
         result = await self._invoke({"messages": [HumanMessage(text)]}, config or self.config)
+        if (await self._state()).tasks:  # paused on an interrupt: the turn goes on
+            self.notebook.pending = _ASSIGNMENT.findall(text)
+            return result
         if text.startswith("gate "):
             self.notebook.pending = _ASSIGNMENT.findall(text)
             return result
         await self._ended(_ASSIGNMENT.findall(text) if text.startswith(("put ", "raw ")) else [])
         return result
 
-    async def resume(self) -> None:
+    async def resume(self, answer: Any = True) -> None:
         """Answer every pending interrupt; the gated writes land and the turn ends."""
         while pending := [i.id for task in (await self._state()).tasks for i in task.interrupts]:
-            await self._invoke(Command(resume=dict.fromkeys(pending, True)), self.config)
+            await self._invoke(Command(resume=dict.fromkeys(pending, answer)), self.config)
         writes, self.notebook.pending = self.notebook.pending, []
         await self._ended(writes)
 

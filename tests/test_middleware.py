@@ -1,0 +1,237 @@
+"""``SessionStateMiddleware`` in LangChain's own ``create_agent``, next to LangChain's own
+middleware (summarization, human in the loop), on every backend, async and sync."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware, SummarizationMiddleware
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool, tool
+from langchain_mcp_adapters.client import MultiServerMCPClient
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import ToolRuntime
+from pydantic import BaseModel
+
+from mcp_state_versions import (
+    SESSION_STATE_PROMPT,
+    SessionStateMiddleware,
+    ToolStateError,
+    count_turns,
+    current_turn,
+    publish,
+)
+from mcp_state_versions.scripted import ScriptedChatModel, call
+
+from .conftest import BACKENDS, open_backend
+from .conversation import Conversation
+
+SERVER = Path(__file__).parents[1] / "examples" / "gazetteer_server.py"
+PLACES = {"copenhagen": [12.4, 55.5, 12.7, 55.8], "aarhus": [9.9, 56.1, 10.3, 56.2]}
+
+
+class Area(BaseModel):
+    name: str
+    bbox: list[float]
+
+
+@tool
+def find(place: str) -> Area:
+    """Find a place's area (a pydantic result)."""
+    return Area(name=place, bbox=PLACES[place.lower()])
+
+
+@tool
+def info(place: str) -> dict:
+    """Facts about a place (a dict result)."""
+    return {"name": place, "letters": len(place)}
+
+
+@tool
+def greet(who: str) -> str:
+    """A plain-text result: nothing to capture."""
+    return f"hello {who}"
+
+
+def respond(messages: Sequence[BaseMessage]) -> AIMessage:
+    """``find X`` calls find and info (and the MCP get_aoi when bound); ``compare`` reads
+    turn 1; a tool result is acknowledged; anything else is chat."""
+    last = messages[-1]
+    n = len(messages)
+    if isinstance(last, ToolMessage):
+        return AIMessage("done")
+    text = str(last.content)
+    if text.startswith("find "):
+        place = text.split()[1]
+        calls = [call("find", f"f{n}", place=place), call("info", f"i{n}", place=place)]
+        if "mcp" in text:
+            calls.append(call("get_aoi", f"g{n}", place=place))
+        return AIMessage("", tool_calls=calls)
+    if text.startswith("compare"):
+        return AIMessage(
+            "", tool_calls=[call("inspect_state", f"s{n}", key="tools/find/bbox", turn=1)]
+        )
+    if text.startswith("greet"):
+        return AIMessage("", tool_calls=[call("greet", f"h{n}", who="you")])
+    return AIMessage("noted")
+
+
+def summarizer() -> ScriptedChatModel:
+    return ScriptedChatModel(respond=lambda messages: AIMessage("Earlier: places were found."))
+
+
+def agent_on(
+    saver: Any, tools: list[BaseTool], *, ring_size: int = 8, extra: Sequence[Any] = ()
+) -> Any:
+    def toolset(t: BaseTool) -> str:
+        return "gazet" if t.name == "get_aoi" else "tools"
+
+    return create_agent(
+        ScriptedChatModel(respond=respond),
+        tools,
+        middleware=[
+            SessionStateMiddleware(ring_size=ring_size, toolset=toolset),
+            SummarizationMiddleware(
+                model=summarizer(), trigger=("messages", 8), keep=("messages", 3)
+            ),
+            *extra,
+        ],
+        checkpointer=saver,
+    )
+
+
+async def _mcp_tools() -> list[BaseTool]:
+    client = MultiServerMCPClient(
+        {"gazet": {"command": sys.executable, "args": [str(SERVER)], "transport": "stdio"}}
+    )
+    return await client.get_tools()
+
+
+@pytest.mark.parametrize("ring_size", [8, 0])
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_capture_versions_and_summarization_on_every_backend(
+    kind: str, ring_size: int, tmp_path: Any
+) -> None:
+    tools = [find, info, greet, *await _mcp_tools()]
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = agent_on(saver, tools, ring_size=ring_size)
+        conv = Conversation(agent, saver, f"mw-{uuid4().hex[:12]}", live=True)
+        first = await conv.say("find Copenhagen mcp")
+        crumbs = {
+            m.tool_call_id: str(m.content) for m in first["messages"] if isinstance(m, ToolMessage)
+        }
+        assert any(
+            c.startswith("[state updated: tools/find/name, tools/find/bbox]")
+            for c in crumbs.values()
+        )
+        assert any(c.startswith("[state updated: gazet/get_aoi/") for c in crumbs.values())
+        for text in ["chat", "find Aarhus mcp", "greet", "chat", "chat"]:
+            state = await conv.say(text)
+        assert count_turns(state["messages"]) < 6, "summarization did not run"
+        assert current_turn(state) == 6
+        state = await conv.say("compare")
+        answer = str([m for m in state["messages"] if isinstance(m, ToolMessage)][-1].content)
+        assert answer.startswith("tools/find/bbox at the end of turn 1 (held turns 1–2).")
+        assert answer.endswith("[12.4, 55.5, 12.7, 55.8]")
+        checked = await conv.check()
+        assert checked["Found:history" if ring_size == 0 else "Found:ring"] > 0, checked
+        await conv.check(ring_only=True)
+        values = (await agent.aget_state(conv.config)).values["tool_state"]
+        assert values["gazet/get_aoi/bbox"]["versions"] == 2
+        assert "tools/greet/" not in " ".join(values)
+
+
+async def test_the_rewrite_marker_reaches_the_model_in_the_breadcrumb() -> None:
+    saver = InMemorySaver()
+    conv = Conversation(agent_on(saver, [find, info]), saver, "marker", live=True)
+    await conv.say("find Copenhagen")
+    state = await conv.say("find Aarhus")
+    crumb = next(
+        str(m.content)
+        for m in reversed(state["messages"])
+        if isinstance(m, ToolMessage) and m.tool_call_id.startswith("f")
+    )
+    assert crumb.startswith(
+        "[state updated: tools/find/name, tools/find/bbox — each replaces the value it held "
+        "since turn 1]"
+    )
+    assert '"bbox": [9.9, 56.1, 10.3, 56.2]' in crumb  # small: kept inline
+
+
+async def test_one_inspect_state_and_the_guidance_in_the_system_prompt() -> None:
+    seen: list[list[BaseMessage]] = []
+
+    def record(messages: Sequence[BaseMessage]) -> AIMessage:
+        seen.append(list(messages))
+        return AIMessage("ok")
+
+    agent = create_agent(
+        ScriptedChatModel(respond=record),
+        [find],
+        system_prompt="You are a geographer.",
+        middleware=[SessionStateMiddleware()],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "p"}})
+    system = str(seen[0][0].content)
+    assert system.startswith("You are a geographer.") and SESSION_STATE_PROMPT in system
+    tool_node = agent.get_graph().nodes["tools"].data
+    assert sorted(tool_node.tools_by_name) == ["find", "inspect_state"]
+
+
+async def test_human_in_the_loop_does_not_count_a_resume_as_a_turn() -> None:
+    saver = InMemorySaver()
+    agent = agent_on(
+        saver, [find, info], extra=[HumanInTheLoopMiddleware(interrupt_on={"find": True})]
+    )
+    conv = Conversation(agent, saver, "hitl", live=True)
+    await conv.say("find Copenhagen")
+    assert conv.notebook.ends == []  # paused inside turn 1
+    await conv.resume({"decisions": [{"type": "approve"}]})
+    await conv.say("find Aarhus")
+    await conv.resume({"decisions": [{"type": "approve"}]})
+    values = (await agent.aget_state(conv.config)).values
+    assert current_turn(values) == 2
+    assert values["tool_state"]["tools/find/bbox"]["since"] == 2
+    await conv.check()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_sync_runs_capture_and_walk(kind: str, tmp_path: Any) -> None:
+    from mcp_state_versions.backends import run_sync
+
+    from .test_sync import sync_saver
+
+    with sync_saver(kind, tmp_path) as saver:
+        agent = agent_on(saver, [find, info], ring_size=0)
+        conv = Conversation(agent, saver, f"sync-mw-{uuid4().hex[:12]}", live=True, sync=True)
+        for text in ["find Copenhagen", "find Aarhus", "compare"]:
+            state = run_sync(conv.say(text))
+        answer = str([m for m in state["messages"] if isinstance(m, ToolMessage)][-1].content)
+        assert answer.endswith("[12.4, 55.5, 12.7, 55.8]"), answer
+        assert run_sync(conv.check())["Found:history"] > 0
+
+
+def test_a_publishing_tool_without_the_middleware_fails_loudly() -> None:
+    """Without the channel, LangGraph would drop the update and the model would be told
+    '[state updated: ...]' about state that does not exist."""
+    @tool
+    def put(value: str, runtime: ToolRuntime) -> Any:
+        """Publish a value."""
+        return publish(runtime, "ts", "put", {"k": value})
+
+    agent = create_agent(
+        ScriptedChatModel(
+            replies=[AIMessage("", tool_calls=[call("put", "p", value="v")]), AIMessage("ok")]
+        ),
+        [put],
+        checkpointer=InMemorySaver(),
+    )
+    with pytest.raises(ToolStateError, match="SessionStateMiddleware"):
+        agent.invoke({"messages": [HumanMessage("put")]}, {"configurable": {"thread_id": "x"}})
