@@ -262,9 +262,30 @@ def history_for_run(
     ``None`` when the run has no checkpointer (``compile()`` without one, or
     ``checkpointer=False``). This is what ``history=AUTO`` resolves to at every call, so the
     answer never comes from a saver captured when the graph was built.
+
+    Inside a subgraph, the history is the subgraph's own when it keeps one (a persistent
+    subgraph, ``checkpointer=True``, saves under its node names without task ids); otherwise
+    it is the root graph's, which holds the thread's turns.
     """
     configurable = (config or {}).get("configurable") or {}
     saver = configurable.get(_RUN_CHECKPOINTER)
     if not isinstance(saver, BaseCheckpointSaver):
         return None
-    return CheckpointHistory(saver, sync=sync)
+    return _RunHistory(saver, str(configurable.get("checkpoint_ns") or ""), sync=sync)
+
+
+class _RunHistory(CheckpointHistory):
+    """A run's history whose namespace is settled on first use (see :func:`history_for_run`)."""
+
+    def __init__(self, saver: BaseCheckpointSaver, task_namespace: str, *, sync: bool) -> None:
+        super().__init__(saver, sync=sync)
+        parts = task_namespace.split("|")[:-1]  # drop the tool node's own task
+        self._candidate = "|".join(part.split(":")[0] for part in parts)
+        self._settled = not self._candidate
+
+    async def _chain(self, thread_id: str) -> _Chain:
+        if not self._settled:
+            if await self.backend.head(thread_id, self._candidate) is not None:
+                self.namespace = self._candidate
+            self._settled = True
+        return await super()._chain(thread_id)

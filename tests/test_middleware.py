@@ -221,6 +221,7 @@ def test_sync_runs_capture_and_walk(kind: str, tmp_path: Any) -> None:
 def test_a_publishing_tool_without_the_middleware_fails_loudly() -> None:
     """Without the channel, LangGraph would drop the update and the model would be told
     '[state updated: ...]' about state that does not exist."""
+
     @tool
     def put(value: str, runtime: ToolRuntime) -> Any:
         """Publish a value."""
