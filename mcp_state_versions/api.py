@@ -111,7 +111,7 @@ def _problem(status: int, code: str, message: str, **extra: Any) -> HTTPExceptio
 
 
 def create_app(
-    checkpointer: BaseCheckpointSaver,
+    checkpointer: BaseCheckpointSaver | Callable[[], BaseCheckpointSaver],
     *,
     token: str | None = None,
     authorize: Authorize | None = None,
@@ -119,11 +119,18 @@ def create_app(
 ) -> FastAPI:
     """An ASGI app serving a checkpointer's threads' state, present and past.
 
-    ``token`` (default: ``$MCP_STATE_VERSIONS_API_TOKEN``) turns on bearer authentication for
-    every route; ``authorize`` is called per request with the thread id; ``allowed_keys``
-    (glob patterns) limits the keys served, as it does for the tool.
+    ``checkpointer`` is a saver, or a function returning one, called per request: the LangGraph
+    Agent Server attaches its checkpointer at run time, so an app mounted in the server reads
+    it through such a function. ``token`` (default: ``$MCP_STATE_VERSIONS_API_TOKEN``) turns on
+    bearer authentication for every route; ``authorize`` is called per request with the thread
+    id; ``allowed_keys`` (glob patterns) limits the keys served, as it does for the tool. Every
+    route takes ``?namespace=`` to read a persistent subgraph's state (default: the graph's).
     """
-    history = CheckpointHistory(checkpointer)
+
+    def history_of(namespace: str) -> CheckpointHistory:
+        saver = checkpointer if isinstance(checkpointer, BaseCheckpointSaver) else checkpointer()
+        return CheckpointHistory(saver, namespace=namespace)
+
     required = token if token is not None else os.environ.get(TOKEN_ENV) or None
     bearer = HTTPBearer(auto_error=False)
     app = FastAPI(
@@ -132,8 +139,18 @@ def create_app(
         version="0.1.0",
     )
 
+    async def reader(
+        namespace: Annotated[
+            str, Query(max_length=512, description="A persistent subgraph's namespace")
+        ] = "",
+    ) -> CheckpointHistory:
+        return history_of(namespace)
+
+    History = Annotated[CheckpointHistory, Depends(reader)]
+
     async def thread(
         request: Request,
+        history: History,
         thread_id: Annotated[str, Path(description="The thread's id")],
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)] = None,
     ) -> ThreadPresent:
@@ -181,7 +198,7 @@ def create_app(
         return StateListing(thread_id=thread_id, turn=present.turn, keys=keys)
 
     @app.get("/threads/{thread_id}/turns", responses=_PROBLEMS, summary="Turns and retention")
-    async def list_turns(thread_id: str, present: Thread) -> Turns:
+    async def list_turns(thread_id: str, present: Thread, history: History) -> Turns:
         index = await history.turns(thread_id)
         return Turns(thread_id=thread_id, total=index.total, retained=list(index.retained))
 
@@ -190,9 +207,12 @@ def create_app(
         responses=_PROBLEMS,
         summary="Every version of a key the entry keeps",
     )
-    async def key_versions(thread_id: str, key: str, present: Thread) -> KeyVersions | KeyValue:
+    async def key_versions(
+        thread_id: str, key: str, present: Thread, history: History
+    ) -> KeyVersions | KeyValue:
         if f"{key}/versions" in present.tool_state and key not in present.tool_state:
-            return await read_key(thread_id, f"{key}/versions", present, None)  # a field named so
+            # a field named so
+            return await read_key(thread_id, f"{key}/versions", present, history, None)
         entry = entry_of(present, key)
         spans = version_spans(entry)
         items = [
@@ -216,6 +236,7 @@ def create_app(
         thread_id: str,
         key: str,
         present: Thread,
+        history: History,
         turn: Annotated[int | None, Query(ge=1, le=2**31, description="End of this turn")] = None,
     ) -> KeyValue:
         entry = entry_of(present, key)

@@ -1,0 +1,156 @@
+"""The LangGraph Agent Server, for real: ``langgraph dev`` serving ``examples/agent_server``.
+
+The server runs in its own environment, which this module builds on first use from
+``examples/agent_server/requirements.txt`` plus this project (``.venv-agent-server``, rebuilt
+when either file changes): ``langgraph-api`` pins ``jsonschema-rs`` below what the ``dev``
+extra's schemathesis needs, so the two cannot share one environment. The server is started on
+127.0.0.1 and stopped by its process id; clients send plain ``{"messages": [...]}`` inputs
+through ``langgraph-sdk``, as any client of a deployment does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+
+ROOT = Path(__file__).parents[1]
+EXAMPLE = ROOT / "examples" / "agent_server"
+ENV = ROOT / ".venv-agent-server"
+BBOX = "gazet/get_aoi/bbox"
+
+
+def _server_env() -> Path:
+    """The server's environment, built (or rebuilt) from the project's own files."""
+    wanted = hashlib.sha256(
+        (EXAMPLE / "requirements.txt").read_bytes() + (ROOT / "pyproject.toml").read_bytes()
+    ).hexdigest()
+    marker = ENV / "built-from"
+    if marker.exists() and marker.read_text() == wanted:
+        return ENV
+    shutil.rmtree(ENV, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(ENV)], check=True)
+    subprocess.run(
+        [
+            str(ENV / "bin" / "pip"),
+            "install",
+            "-q",
+            "-r",
+            str(EXAMPLE / "requirements.txt"),
+            "-e",
+            f"{ROOT}[agents,api]",
+        ],
+        check=True,
+    )
+    marker.write_text(wanted)
+    return ENV
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    env = _server_env()
+    workdir = tmp_path_factory.mktemp("agent-server")
+    for name in ("graphs.py", "langgraph.json"):
+        shutil.copy(EXAMPLE / name, workdir / name)
+    port = _free_port()
+    log = (workdir / "server.log").open("w")
+    process = subprocess.Popen(
+        [
+            str(env / "bin" / "langgraph"),
+            "dev",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-browser",
+            "--no-reload",
+        ],
+        cwd=workdir,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1"},
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(
+                    f"langgraph dev exited: {(workdir / 'server.log').read_text()}"
+                )
+            try:
+                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"langgraph dev did not start: {(workdir / 'server.log').read_text()}"
+                )
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+
+
+async def _conversation(url: str, graph: str) -> tuple[str, dict[str, str]]:
+    client = get_client(url=url)
+    thread = await client.threads.create()
+    replies: dict[str, str] = {}
+    for text in ["find Copenhagen", "find Aarhus", "list", "turn 1", "turn 9"]:
+        out: Any = await client.runs.wait(
+            thread["thread_id"], graph, input={"messages": [{"role": "user", "content": text}]}
+        )
+        tools = [m for m in out["messages"] if m["type"] == "tool"]
+        replies[text] = tools[-1]["content"]
+    return thread["thread_id"], replies
+
+
+@pytest.mark.parametrize(
+    ("graph", "source"), [("build_agent", "ring"), ("create_agent", "history")]
+)
+async def test_the_agent_server_runs_the_library(server: str, graph: str, source: str) -> None:
+    thread_id, replies = await _conversation(server, graph)
+    assert replies["find Aarhus"].startswith(
+        f"[state updated: {BBOX} (replaces the value it held since turn 1)"
+    )
+    assert f"{BBOX}: list[4] of 9.9 — rewritten, 2 versions" in replies["list"]
+    assert replies["turn 1"] == (
+        f"{BBOX} at the end of turn 1 (held turn 1). A later turn replaced it; the current "
+        "value differs.\n[12.4, 55.5, 12.7, 55.8]"
+    )
+    assert replies["turn 9"].startswith("Turn 9 never happened: this thread has had 5 turns")
+    # The HTTP API mounted in the server under /session-state reads the server's checkpointer;
+    # "source" says the ring answered for build_agent, the server's history for create_agent.
+    read = httpx.get(f"{server}/session-state/threads/{thread_id}/state/{BBOX}", params={"turn": 1})
+    assert read.status_code == 200, read.text
+    assert read.json()["value"] == [12.4, 55.5, 12.7, 55.8]
+    assert read.json()["source"] == source
+    # The server's own state route is not shadowed by the mounted app.
+    own = httpx.get(f"{server}/threads/{thread_id}/state")
+    assert own.status_code == 200 and "values" in own.json()
