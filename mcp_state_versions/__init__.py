@@ -22,6 +22,7 @@ from .history import (
     TurnIndex,
     TurnSnapshot,
     UnknownKey,
+    ValueEvicted,
     resolve_turn,
 )
 from .inspect_tool import make_inspect_state, read_state_key
@@ -78,6 +79,7 @@ __all__ = [
     "TurnIndex",
     "TurnSnapshot",
     "UnknownKey",
+    "ValueEvicted",
     "build_agent",
     "close_turn",
     "count_turns",

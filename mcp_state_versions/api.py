@@ -30,7 +30,13 @@ from pydantic import BaseModel, JsonValue
 
 from .checkpoint_walk import CheckpointHistory
 from .history import Found, ThreadPresent, TurnAnswer, UnknownKey, outcome, resolve_turn
-from .inspect_tool import describe_answer, entry_summary, versioned_entries, visible_keys
+from .inspect_tool import (
+    describe_answer,
+    entry_summary,
+    eviction_note,
+    versioned_entries,
+    visible_keys,
+)
 from .versions import version_spans
 
 __all__ = ["TOKEN_ENV", "Authorize", "create_app"]
@@ -242,12 +248,7 @@ def create_app(
         entry = entry_of(present, key)
         if turn is None:
             if "value" not in entry:
-                raise _problem(
-                    410,
-                    "value_evicted",
-                    f"{key}'s current value was evicted for size; "
-                    f"read it with ?turn={entry['turn']}",
-                )
+                raise _problem(410, "value_evicted", eviction_note(key, entry, flag="?turn="))
             return KeyValue(
                 thread_id=thread_id,
                 key=key,

@@ -145,7 +145,7 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
     from rich.table import Table
 
     from .history import Found, UnknownKey, outcome, resolve_turn
-    from .inspect_tool import describe_answer, entry_summary, versioned_entries
+    from .inspect_tool import describe_answer, entry_summary, eviction_note, versioned_entries
     from .versions import version_spans
 
     entries = versioned_entries(present.tool_state)
@@ -184,9 +184,7 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
         console.print(table)
         return 0
     if args.turn is None and "value" not in entry:
-        message = (
-            f"{args.key}'s current value was evicted for size; read it with --turn {entry['turn']}"
-        )
+        message = eviction_note(args.key, entry, flag="--turn ")
         return _report(console, args, "value_evicted", message, {"key": args.key})
     if args.turn is None:
         data = {

@@ -39,6 +39,7 @@ __all__ = [
     "TurnIndex",
     "TurnSnapshot",
     "UnknownKey",
+    "ValueEvicted",
     "outcome",
     "resolve_turn",
 ]
@@ -159,13 +160,24 @@ class NoHistory:
 
 
 @dataclass(frozen=True, slots=True)
+class ValueEvicted:
+    """``key`` had a value at the end of ``turn``, but it was too large for session state's
+    size budget, so no checkpoint holds it (410). Nothing was pruned: it was never stored."""
+
+    key: str
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownKey:
     """``key`` is not in ``tool_state`` (or not readable by this caller)."""
 
     key: str
 
 
-TurnAnswer = Found | NeverHappened | NotRetained | KeyNotSetYet | NoHistory | UnknownKey
+TurnAnswer = (
+    Found | NeverHappened | NotRetained | KeyNotSetYet | NoHistory | ValueEvicted | UnknownKey
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +203,7 @@ _OUTCOMES: dict[type, tuple[str, int]] = {
     UnknownKey: ("unknown_key", 404),
     NotRetained: ("turn_not_retained", 410),
     NoHistory: ("no_turn_history", 410),
+    ValueEvicted: ("value_evicted", 410),
 }
 
 
@@ -266,7 +279,7 @@ async def resolve_turn(
     if not is_entry(past):  # stored before the reducer adopted it
         return Found(key, turn, past, None, None, source="history", current=False)
     if "value" not in past:
-        return gone  # the budget had evicted it then too; no checkpoint holds a copy
+        return ValueEvicted(key=key, turn=turn)  # evicted then too: no checkpoint holds it
     since = past["since"]
     if since == entry["since"] and past["digest"] == entry["digest"]:
         return Found(key, turn, past["value"], since, None, source="history", current=True)

@@ -16,9 +16,11 @@ to prevent.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import fnmatch
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, tool
@@ -38,6 +40,7 @@ from .history import (
     ThreadHistory,
     TurnAnswer,
     UnknownKey,
+    ValueEvicted,
     resolve_turn,
 )
 from .render import PathError, compile_pattern, grep, resolve_path, shape, show
@@ -48,6 +51,7 @@ __all__ = [
     "INSPECT_STATE_DESCRIPTION",
     "describe_answer",
     "entry_summary",
+    "eviction_note",
     "make_inspect_state",
     "read_state_key",
     "versioned_entries",
@@ -80,7 +84,7 @@ def _parse_key(key: Any) -> str:
     if not isinstance(key, str) or not key.strip():
         raise _BadCall(
             f'key must be a state key such as "gazet/get_aoi/bbox", or "*" to list them; '
-            f"got {key!r}."
+            f"got {_short_repr(key)}."
         )
     key = key.strip()
     if key.startswith(_REFERENCE_PREFIX):
@@ -88,7 +92,16 @@ def _parse_key(key: Any) -> str:
     return key
 
 
+_TURN_TEXT = re.compile(r"\s*([+-]?)([0-9]{1,12})\s*", re.ASCII)
+
+
 def _parse_turn(turn: Any) -> int | None:
+    """A turn number from whatever a model sends: ``3``, ``3.0``, ``"3"``, ``" +3 "``.
+
+    Only ASCII digits count (``"²"`` and other Unicode digits are refused, not converted),
+    and at most twelve of them; a number past any thread's length is simply a turn that never
+    happened. Nothing here can raise anything but the correction the model gets.
+    """
     if turn is None or turn == "":
         return None
     value: int | None = None
@@ -96,14 +109,14 @@ def _parse_turn(turn: Any) -> int | None:
         value = None
     elif isinstance(turn, int):
         value = turn
-    elif isinstance(turn, float) and turn.is_integer():
+    elif isinstance(turn, float) and turn.is_integer() and abs(turn) < 1e15:
         value = int(turn)
-    elif isinstance(turn, str) and turn.strip().lstrip("+-").isdigit():
-        value = int(turn.strip())
+    elif isinstance(turn, str) and (match := _TURN_TEXT.fullmatch(turn)):
+        value = int(match.group(2)) * (-1 if match.group(1) == "-" else 1)
     if value is None:
         raise _BadCall(
             f"turn must be a whole number of a turn (1 for the first user message), got "
-            f"{turn!r}. Omit turn to read the current value."
+            f"{_short_repr(turn)}. Omit turn to read the current value."
         )
     if value < 1:
         raise _BadCall(
@@ -113,11 +126,16 @@ def _parse_turn(turn: Any) -> int | None:
     return value
 
 
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
 def _parse_text(name: str, text: Any) -> str | None:
     if text is None or text == "":
         return None
     if not isinstance(text, str):
-        raise _BadCall(f"{name} must be text, got {text!r}.")
+        raise _BadCall(f"{name} must be text, got {_short_repr(text)}.")
     return text
 
 
@@ -126,7 +144,7 @@ def _parse_flag(name: str, flag: Any) -> bool:
         return False
     if flag in (True, "true", "True", 1):
         return True
-    raise _BadCall(f"{name} must be true or false, got {flag!r}.")
+    raise _BadCall(f"{name} must be true or false, got {_short_repr(flag)}.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,12 +180,18 @@ def visible_keys(
 
 def _unknown_key(key: str, keys: Sequence[str]) -> str:
     if not keys:
-        return f"No key {key!r}: session state is empty. No tool has published anything yet."
-    close = difflib.get_close_matches(key, keys, n=3, cutoff=0.5)
+        return (
+            f"No key {_short_repr(key)}: session state is empty. No tool has published "
+            "anything yet."
+        )
+    close = difflib.get_close_matches(key, keys, n=3, cutoff=0.5) if len(key) <= 200 else []
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     listed = ", ".join(sorted(keys)[:30])
     more = f" (+{len(keys) - 30} more)" if len(keys) > 30 else ""
-    return f'No key {key!r} in session state.{hint} Keys: {listed}{more}. key="*" lists them.'
+    return (
+        f"No key {_short_repr(key)} in session state.{hint} Keys: {listed}{more}. "
+        'key="*" lists them.'
+    )
 
 
 def _marker(entry: Any) -> str:
@@ -189,11 +213,7 @@ def _listing(tool_state: Mapping[str, Any], pattern: str | None) -> str:
     for key in sorted(tool_state):
         entry = tool_state[key]
         present, value = _entry_value(entry)
-        described = (
-            shape(value)
-            if present
-            else f"(value evicted for size; read it with turn={entry.get('turn')})"
-        )
+        described = shape(value) if present else f"({eviction_summary(entry)})"
         lines.append(f"{key}: {described}{_marker(entry)}")
     if pattern:
         regex, _ = compile_pattern(pattern)
@@ -233,14 +253,47 @@ def _rewrite_note(key: str, entry: Any, now: int) -> str:
     )
 
 
+def evicted_turn_readable(entry: Mapping[str, Any]) -> int | None:
+    """The turn whose end still held an evicted current value, or ``None`` when none did
+    (it was evicted in the same turn it was written, or on arrival)."""
+    evicted, turn = entry.get("evicted"), entry.get("turn")
+    if isinstance(evicted, int) and isinstance(turn, int) and evicted > turn:
+        return turn
+    return None
+
+
+def eviction_summary(entry: Mapping[str, Any]) -> str:
+    """A listing's note for an entry whose current value the size budget evicted."""
+    readable = evicted_turn_readable(entry)
+    if readable is None:
+        return "too large to keep: its value was never stored"
+    return f"value evicted for size; read it with turn={readable}"
+
+
+def eviction_note(key: str, entry: Mapping[str, Any], *, flag: str = "turn=") -> str:
+    """What to tell a reader of an evicted current value: the one read that can work, if any.
+
+    ``flag`` is how that reader names a turn (``turn=`` for a model, ``--turn`` for the
+    command line, ``?turn=`` over HTTP).
+    """
+    readable = evicted_turn_readable(entry)
+    if readable is None:
+        return (
+            f"{key}'s value was too large to keep within session state's size budget, and no "
+            "turn ended holding it, so it was never stored and no read can return it. Run the "
+            "tool that produced it again if you need it."
+        )
+    return (
+        f"{key}'s current value was evicted from session state in turn {entry['evicted']} to "
+        f"keep it within its size budget. The conversation's history holds it as turn "
+        f"{readable} ended: read it with {flag}{readable}."
+    )
+
+
 def _current(key: str, entry: Any, *, path: str | None, pattern: str | None, now: int) -> str:
     present, value = _entry_value(entry)
     if not present:
-        return (
-            f"{key}'s current value was evicted from session state to keep it within its size "
-            f"budget. It was last written in turn {entry.get('turn')}: read it with "
-            f"inspect_state(key={key!r}, turn={entry.get('turn')})."
-        )
+        return eviction_note(key, entry)
     return _narrow(value, path=path, pattern=pattern) + _rewrite_note(key, entry, now)
 
 
@@ -351,6 +404,13 @@ def describe_answer(
                 f"turn {oldest}. Do not use the current value in its place; say that the "
                 "earlier value is not available."
             )
+        case ValueEvicted(key=key, turn=turn):
+            return (
+                f"{key} had a value at the end of turn {turn}, but it was too large to keep "
+                "within session state's size budget, so no record of it was ever stored "
+                "(nothing was pruned). Do not use the current value in its place; say that "
+                "the earlier value is not available."
+            )
         case UnknownKey(key=key):
             return _unknown_key(key, keys)
     raise AssertionError(f"unhandled answer {answer!r}")  # pragma: no cover
@@ -435,6 +495,7 @@ def make_inspect_state(
             versions,
             allowed_keys=allowed_keys,
             history=_history_of_run(history, runtime, sync=False),
+            offload=_in_thread,
         )
 
     def inspect_state_sync(
@@ -493,17 +554,29 @@ async def _inspect(
     *,
     allowed_keys: Sequence[str] | None,
     history: ThreadHistory | None,
+    offload: Callable[..., Awaitable[str]] | None = None,
 ) -> str:
-    """The body of ``inspect_state``, shared by its async and sync forms."""
+    """The body of ``inspect_state``, shared by its async and sync forms.
+
+    ``offload`` runs the text-producing step when a ``pattern`` is given: in a worker thread
+    for the async tool, so a long search over a large value never holds up the event loop
+    (and every other thread the process is serving); inline for the sync one.
+    """
     try:
         key_ = _parse_key(key)
         turn_ = _parse_turn(turn)
         pattern_ = _parse_text("pattern", pattern)
         path_ = _parse_text("path", path)
         all_versions = _parse_flag("versions", versions)
+        run = offload if pattern_ is not None and offload is not None else _inline
         if turn_ is None and not all_versions:
-            return read_state_key(
-                key_, runtime.state, pattern=pattern_, path=path_, allowed_keys=allowed_keys
+            return await run(
+                read_state_key,
+                key_,
+                runtime.state,
+                pattern=pattern_,
+                path=path_,
+                allowed_keys=allowed_keys,
             )
         tool_state = visible_keys(_readable(state_field(runtime.state, "tool_state")), allowed_keys)
         if key_ == "*":
@@ -521,7 +594,8 @@ async def _inspect(
                 "versions=."
             )
         if all_versions and turn_ is None:
-            return _versions(
+            return await run(
+                _versions,
                 key_,
                 tool_state[key_],
                 path=path_,
@@ -537,9 +611,19 @@ async def _inspect(
             history=history,
             thread_id=_thread_id(runtime),
         )
-        return describe_answer(answer, keys=list(tool_state), path=path_, pattern=pattern_)
+        return await run(
+            describe_answer, answer, keys=list(tool_state), path=path_, pattern=pattern_
+        )
     except (_BadCall, PathError) as error:
         return str(error)
+
+
+async def _inline(function: Callable[..., str], *args: Any, **kwargs: Any) -> str:
+    return function(*args, **kwargs)
+
+
+async def _in_thread(function: Callable[..., str], *args: Any, **kwargs: Any) -> str:
+    return await asyncio.to_thread(function, *args, **kwargs)
 
 
 def entry_summary(entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,8 +27,8 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .clock import current_turn, entries_of, state_field
-from .state import ToolStateError
+from .clock import clock_of, current_turn, entries_of, state_field
+from .state import DEFAULT_BUDGET_BYTES, ToolStateError
 from .versions import canonical
 
 __all__ = ["breadcrumb", "publish", "state_key", "tool_state_writes"]
@@ -101,12 +101,40 @@ def publish(
 
 def breadcrumb(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) -> str:
     """The reply a tool gives for ``writes``: ``[state updated: <keys>]``, saying which keys
-    replace a value an earlier turn ended with, and, when other calls to the same tool run in
-    this step, whose value the keys keep."""
+    replace a value an earlier turn ended with, which values are too large to keep, and, when
+    other calls to the same tool run in this step, whose value the keys keep."""
     state = runtime.state
-    crumb = f"[state updated: {_described(writes, state, current_turn(state))}]"
-    siblings = _siblings_note(runtime)
-    return f"{crumb} {siblings}" if siblings else crumb
+    dropped = _not_kept(writes, state)
+    kept = {key: write for key, write in writes.items() if key not in dropped}
+    parts = [f"[state updated: {_described(kept, state, current_turn(state))}]" if kept else ""]
+    if dropped:
+        budget = _budget(state)
+        parts.append(
+            f"[not kept: {', '.join(dropped)} — too large for session state's "
+            f"{budget:,}-byte budget together with this call's other values; they are not "
+            "stored, and no turn can read them back]"
+        )
+    parts.append(_siblings_note(runtime) or "")
+    return " ".join(part for part in parts if part)
+
+
+def _budget(state: Any) -> int:
+    record = clock_of(state_field(state, "tool_state")) or {}
+    budget = record.get("budget")
+    return budget if isinstance(budget, int) and budget > 0 else DEFAULT_BUDGET_BYTES
+
+
+def _not_kept(writes: Mapping[str, Mapping[str, Any]], state: Any) -> list[str]:
+    """The keys the reducer will store evicted: it keeps an update's values in order while
+    they fit in the budget (everything else gives way first), and no further."""
+    budget, held, dropped = _budget(state), 0, []
+    for key, write in writes.items():
+        size = canonical(write["value"])[1]
+        if held + size <= budget:
+            held += size
+        else:
+            dropped.append(key)
+    return dropped
 
 
 def _require_channel(state: Any) -> None:

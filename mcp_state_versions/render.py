@@ -18,6 +18,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import re2
+
 __all__ = [
     "PathError",
     "compile_pattern",
@@ -168,16 +170,30 @@ def flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
         yield prefix, value
 
 
-def compile_pattern(pattern: str) -> tuple[re.Pattern[str], bool]:
+def _options(*, literal: bool) -> Any:
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False
+    options.never_capture = True
+    options.literal = literal
+    options.max_mem = 8 << 20  # bounds what a pattern may build, not what it may match
+    return options
+
+
+def compile_pattern(pattern: str) -> tuple[Any, bool]:
     """``pattern`` as a case-insensitive regex, or as literal text when it is not a valid one.
 
-    A model writing ``bbox[0`` means the text; failing the call would only cost it a turn.
-    The flag says which reading was used, so the answer can tell the model.
+    Patterns come from a model, so they run on RE2 (``google-re2``), whose matching time is
+    linear in the text: no pattern, ``(a+)+$`` included, can backtrack for minutes and hold
+    up the process. RE2 has no backreferences or lookarounds; a pattern using them is read as
+    plain text, like any other it cannot compile. A model writing ``bbox[0`` means the text;
+    failing the call would only cost it a turn. The flag says which reading was used, so the
+    answer can tell the model.
     """
     try:
-        return re.compile(pattern, re.IGNORECASE), False
-    except re.error:
-        return re.compile(re.escape(pattern), re.IGNORECASE), True
+        return re2.compile(pattern, _options(literal=False)), False
+    except re2.error:
+        return re2.compile(pattern, _options(literal=True)), True
 
 
 def grep(value: Any, pattern: str) -> tuple[list[str], bool]:

@@ -88,6 +88,8 @@ class StateEntry(TypedDict):
       entry holds in values, for the budget.
     * ``adopted`` (only on values the reducer found in place, see below): the turn it first
       saw them; what the key held before that only checkpoint history knows.
+    * ``evicted`` (only when ``value`` is absent): the turn the budget evicted it in. Later than
+      ``turn``, the value is in the checkpoint that ended ``turn``; equal, no turn ended with it.
     """
 
     value: NotRequired[Any]
@@ -102,6 +104,7 @@ class StateEntry(TypedDict):
     size: int
     bytes: int
     adopted: NotRequired[int]
+    evicted: NotRequired[int]
 
 
 class ToolStateError(ValueError):
@@ -153,6 +156,7 @@ class _Clock(BaseModel):
     message: str | None = None
     seen: str | None = None
     late: bool = False
+    budget: int | None = Field(default=None, ge=1)
     seq: int | None = Field(default=None, ge=0)
     bytes: int | None = Field(default=None, ge=0)
     newest: int | None = Field(default=None, ge=0)
@@ -216,7 +220,9 @@ def make_merge_tool_state(
             return merged
         update = _as_state(update, "tool_state update")
         books, found_raw = _open_books(merged)
+        books["budget"] = budget_bytes
         whole = _is_whole_state(update)
+        written: set[str] = set()
         for key, raw in update.items():
             if key == CLOCK_KEY:
                 books = _join_clock(books, raw)
@@ -245,13 +251,17 @@ def make_merge_tool_state(
                     turn=turn,
                     policy=policy,
                 )
+                entry.pop("evicted", None)  # a fresh dict: it holds a value again
             before = merged.get(key)
             books["bytes"] += entry["bytes"] - (before["bytes"] if is_entry(before) else 0)
             books["seq"] = max(books["seq"], entry["seq"])
             books["newest"] = max(books["newest"], entry["turn"])
             merged[key] = entry
+            written.add(key)
             if books["bytes"] > budget_bytes:
-                books["bytes"] = _enforce_budget(merged, books["bytes"], budget_bytes, protect=key)
+                books["bytes"] = _enforce_budget(
+                    merged, books["bytes"], budget_bytes, key, written, turn=entry["turn"]
+                )
         for key in found_raw:
             if not is_entry(merged.get(key)):
                 merged[key] = _adopt(merged[key], _placement(books, None))
@@ -387,34 +397,55 @@ def _validate_write(key: Any, raw: Any) -> _Write:
         ) from None
 
 
-def _enforce_budget(merged: dict[str, Any], held: int, budget: int, *, protect: str) -> int:
-    """Evict until ``held <= budget``: ring values oldest first, then unprotected current values.
+def _enforce_budget(
+    merged: dict[str, Any],
+    held: int,
+    budget: int,
+    key: str,
+    written: set[str],
+    *,
+    turn: int,
+) -> int:
+    """Evict until ``held <= budget``, ``key`` having just been written in this update.
 
-    Deterministic: the order is by ``seq`` (and key, to break no tie that can occur, since seq is
-    unique), never by dict or time order.
+    First ring values, oldest write first; then current values of keys this update did not
+    write, least recently written first; and if that is still not enough, ``key``'s own value:
+    an update keeps its values in order while they fit and stores the rest evicted. That order
+    is what lets a tool's reply name the fields it could not keep before the merge happens
+    (:func:`mcp_state_versions.publish.publish` computes it from the budget and the sizes).
+    Each eviction records the turn it happened in (``evicted``), so a reader knows whether any
+    turn ended holding the value. Deterministic: ordered by ``seq``, never by dict or time.
     """
-    entries = [(k, entry) for k, entry in merged.items() if k != CLOCK_KEY and is_entry(entry)]
+    entries = [(k, e) for k, e in merged.items() if k != CLOCK_KEY and is_entry(e)]
     ring_values = sorted(
-        (item["seq"], key) for key, entry in entries for item in entry["ring"] if "value" in item
+        (item["seq"], k) for k, entry in entries for item in entry["ring"] if "value" in item
     )
-    for _, key in ring_values:
+    for _, name in ring_values:
         if held <= budget:
             return held
-        before = merged[key]["bytes"]
-        merged[key] = strip_ring_values(merged[key], 1)
-        held += merged[key]["bytes"] - before
-    currents = sorted(
-        (entry["seq"], key) for key, entry in entries if key != protect and "value" in entry
+        before = merged[name]["bytes"]
+        merged[name] = strip_ring_values(merged[name], 1)
+        held += merged[name]["bytes"] - before
+    others = sorted(
+        (entry["seq"], k) for k, entry in entries if k not in written and "value" in entry
     )
-    for _, key in currents:
+    for _, name in [*others, (0, key)]:
         if held <= budget:
             break
-        entry = merged[key]
-        evicted = {k: v for k, v in entry.items() if k != "value"}
-        evicted["bytes"] = entry["bytes"] - entry["size"]
-        merged[key] = evicted
-        held -= entry["size"]
+        held -= _evict(merged, name, turn)
     return held
+
+
+def _evict(merged: dict[str, Any], key: str, turn: int) -> int:
+    """Drop ``key``'s current value, keeping its entry; returns the bytes freed."""
+    entry = merged[key]
+    if "value" not in entry:
+        return 0
+    evicted = {k: v for k, v in entry.items() if k != "value"}
+    evicted["bytes"] = entry["bytes"] - entry["size"]
+    evicted["evicted"] = turn
+    merged[key] = evicted
+    return int(entry["size"])
 
 
 merge_tool_state = make_merge_tool_state()
