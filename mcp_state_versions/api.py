@@ -112,6 +112,16 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def _storable(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _problem(status: int, code: str, message: str, **extra: Any) -> HTTPException:
     return HTTPException(status, Problem(code=code, message=message, **extra).model_dump())
 
@@ -122,6 +132,7 @@ def create_app(
     token: str | None = None,
     authorize: Authorize | None = None,
     allowed_keys: Sequence[str] | None = None,
+    public_docs: bool = False,
 ) -> FastAPI:
     """An ASGI app serving a checkpointer's threads' state, present and past.
 
@@ -131,6 +142,11 @@ def create_app(
     bearer authentication for every route; ``authorize`` is called per request with the thread
     id; ``allowed_keys`` (glob patterns) limits the keys served, as it does for the tool. Every
     route takes ``?namespace=`` to read a persistent subgraph's state (default: the graph's).
+
+    With a token, the schema (``/openapi.json``) needs the token too and ``/docs`` is not
+    served, unless ``public_docs=True``: a schema names what the API holds, and a deployment
+    that locks its data decides whether its description is public. Without a token both are
+    public.
     """
 
     def history_of(namespace: str) -> CheckpointHistory:
@@ -139,11 +155,42 @@ def create_app(
 
     required = token if token is not None else os.environ.get(TOKEN_ENV) or None
     bearer = HTTPBearer(auto_error=False)
+    docs_open = required is None or public_docs
     app = FastAPI(
         title="mcp-state-versions",
         summary="Session state of LangGraph threads, as of any turn.",
         version="0.1.0",
+        openapi_url="/openapi.json" if docs_open else None,
+        docs_url="/docs" if docs_open else None,
+        redoc_url=None,
     )
+
+    async def authenticated(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)] = None,
+    ) -> None:
+        if required is not None and (
+            credentials is None
+            or not secrets.compare_digest(credentials.credentials.encode(), required.encode())
+        ):
+            raise HTTPException(
+                401,
+                Problem(
+                    code="unauthorized", message="send Authorization: Bearer <token>"
+                ).model_dump(),
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    if not docs_open:
+
+        @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(authenticated)])
+        async def schema() -> dict[str, Any]:
+            return app.openapi()
+
+    async def single_turn(request: Request) -> None:
+        """FastAPI keeps the last of repeated parameters; a caller sending two turns meant
+        something this API cannot guess, so it is told."""
+        if len(request.query_params.getlist("turn")) > 1:
+            raise _problem(422, "repeated_turn", "send turn once: ?turn=N")
 
     async def reader(
         namespace: Annotated[
@@ -157,20 +204,14 @@ def create_app(
     async def thread(
         request: Request,
         history: History,
-        thread_id: Annotated[str, Path(description="The thread's id")],
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)] = None,
+        thread_id: Annotated[str, Path(description="The thread's id", max_length=1024)],
+        _auth: Annotated[None, Depends(authenticated)] = None,
+        _turn: Annotated[None, Depends(single_turn)] = None,
     ) -> ThreadPresent:
-        if required is not None and (
-            credentials is None
-            or not secrets.compare_digest(credentials.credentials.encode(), required.encode())
-        ):
-            raise HTTPException(
-                401,
-                Problem(
-                    code="unauthorized", message="send Authorization: Bearer <token>"
-                ).model_dump(),
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+        if not _storable(thread_id) or not _storable(history.namespace):
+            # No saver can hold such an id (PostgreSQL text cannot contain NUL, every store
+            # wants valid text), so no thread has it; asking the store would only fail.
+            raise _problem(404, "unknown_thread", f"no thread {thread_id!r} in this checkpointer")
         if authorize is not None:
             allowed = authorize(request, thread_id)
             if inspect.isawaitable(allowed):
@@ -214,11 +255,22 @@ def create_app(
         summary="Every version of a key the entry keeps",
     )
     async def key_versions(
-        thread_id: str, key: str, present: Thread, history: History
+        thread_id: str,
+        key: str,
+        present: Thread,
+        history: History,
+        turn: Annotated[int | None, Query(ge=1, le=2**31, description="End of this turn")] = None,
     ) -> KeyVersions | KeyValue:
         if f"{key}/versions" in present.tool_state and key not in present.tool_state:
-            # a field named so
-            return await read_key(thread_id, f"{key}/versions", present, history, None)
+            # A key whose last part is "versions" (a field named so): read it, as of the turn.
+            return await read_key(thread_id, f"{key}/versions", present, history, turn)
+        if turn is not None:
+            raise _problem(
+                422,
+                "turn_not_applicable",
+                "/versions lists every version the entry keeps; read one turn at "
+                f"/threads/{thread_id}/state/{key}?turn={turn}",
+            )
         entry = entry_of(present, key)
         spans = version_spans(entry)
         items = [

@@ -183,3 +183,56 @@ async def test_openapi_schema_is_published() -> None:
     assert "/threads/{thread_id}/state/{key}" in schema["paths"]
     read = schema["paths"]["/threads/{thread_id}/state/{key}"]["get"]
     assert {"200", "404", "410", "422"} <= set(read["responses"])
+
+
+async def test_ids_no_store_can_hold_are_unknown_threads_not_server_errors(
+    saver: Any, thread_id: str
+) -> None:
+    await forked_pruned_thread(saver, thread_id)
+    async with client(create_app(saver)) as http:
+        for path in ["/threads/%00/state", "/threads/a%00b/turns", "/threads/%ED%A0%80/state"]:
+            response = await http.get(path)
+            assert response.status_code == 404, (path, response.text)
+            assert response.json()["detail"]["code"] == "unknown_thread"
+        response = await http.get(f"/threads/{thread_id}/state", params={"namespace": "\x00"})
+        assert response.status_code == 404
+        assert (await http.get("/threads/" + "x" * 5000 + "/state")).status_code == 422
+
+
+async def test_a_field_named_versions_is_read_as_of_the_turn_asked(thread_id: str) -> None:
+    from .conversation import agent_graph
+
+    saver = PruningInMemorySaver()
+    agent = agent_graph(saver, 8)
+    config = {"configurable": {"thread_id": thread_id}}
+    for text in ["put versions=first", "put versions=second"]:
+        await agent.ainvoke({"messages": [HumanMessage(text)]}, config)
+    async with client(create_app(saver)) as http:
+        then = await http.get(f"/threads/{thread_id}/state/ts/put/versions", params={"turn": 1})
+        assert then.status_code == 200 and then.json()["value"] == "first"
+        assert then.json()["turn"] == 1
+        now = await http.get(f"/threads/{thread_id}/state/ts/put/versions")
+        assert now.json()["value"] == "second"
+
+
+async def test_a_repeated_turn_is_refused(thread_id: str) -> None:
+    saver = PruningInMemorySaver()
+    await forked_pruned_thread(saver, thread_id)
+    async with client(create_app(saver)) as http:
+        response = await http.get(f"/threads/{thread_id}/state/{BBOX}?turn=1&turn=2")
+        assert response.status_code == 422
+        assert response.json()["detail"]["code"] == "repeated_turn"
+        listing = await http.get(f"/threads/{thread_id}/state/{BBOX}/versions", params={"turn": 2})
+        assert listing.status_code == 422
+
+
+async def test_the_schema_is_closed_with_a_token_unless_made_public() -> None:
+    saver = PruningInMemorySaver()
+    async with client(create_app(saver, token="s3cret")) as http:
+        assert (await http.get("/openapi.json")).status_code == 401
+        assert (await http.get("/docs")).status_code == 404
+    async with client(create_app(saver, token="s3cret"), token="s3cret") as http:
+        assert (await http.get("/openapi.json")).status_code == 200
+    async with client(create_app(saver, token="s3cret", public_docs=True)) as http:
+        assert (await http.get("/openapi.json")).status_code == 200
+        assert (await http.get("/docs")).status_code == 200
