@@ -2,25 +2,17 @@
 
 ::
 
-    mcp-state-versions demo [--checkpointer SPEC] [--model provider:name]
-    mcp-state-versions inspect --checkpointer SPEC --thread T [KEY] [--turn N] [--versions] [--json]
+    mcp-state-versions demo    [--db PATH | --checkpointer SPEC] [--model provider:name]
+    mcp-state-versions inspect --checkpointer SPEC --thread T [KEY [--turn N | --versions]] [--json]
     mcp-state-versions turns   --checkpointer SPEC --thread T [--json]
     mcp-state-versions prune   --checkpointer SPEC --thread T [--keep-turns N] [--drop-abandoned]
     mcp-state-versions serve   --checkpointer SPEC [--host 127.0.0.1] [--port 8000]
 
 ``SPEC`` is ``memory``, ``sqlite:PATH`` or ``postgres:DSN``. ``inspect`` answers exactly what
 ``inspect_state`` and the HTTP API answer (all three call the same resolution), and its exit
-code says which answer it was, so scripts can branch on it:
-
-====  ================================================================
-0     found (or the command succeeded)
-2     bad usage (unknown checkpointer spec, bad arguments)
-3     the thread never had that turn (HTTP 404 ``turn_never_happened``)
-4     the turn is no longer retained (HTTP 410 ``turn_not_retained``), or the current value
-      was evicted for size (410 ``value_evicted``)
-5     the key was not set yet at that turn (``key_not_set_yet``)
-6     unknown thread or key
-====  ================================================================
+code says which answer it was, so scripts can branch on it (see :data:`EXIT_CODES`). Every
+failure is one line on standard error, addressed to the person at the terminal, in terms of the
+flags they typed; ids and keys are printed literally, never interpreted as markup.
 """
 
 from __future__ import annotations
@@ -30,6 +22,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 __all__ = ["EXIT_CODES", "main"]
@@ -45,15 +38,59 @@ EXIT_CODES = {
     "unknown_thread": 6,
 }
 
+_EPILOG = """\
+exit codes:
+  0  found (or the command succeeded)
+  2  bad usage: an unknown or unreachable checkpointer, or flags that do not go together
+  3  the thread never had that turn (HTTP 404 turn_never_happened)
+  4  the turn is no longer retained, this deployment keeps no turn history, or the value was
+     too large to keep (HTTP 410 turn_not_retained, no_turn_history, value_evicted)
+  5  the key was not set yet at that turn (HTTP 404 key_not_set_yet)
+  6  unknown thread or key (HTTP 404 unknown_thread, unknown_key)
+"""
+
+
+class UsageError(ValueError):
+    """Flags that do not go together; the message says which to use."""
+
+
+def _version() -> str:
+    try:
+        return version("mcp-state-versions")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
 
 def _parser() -> argparse.ArgumentParser:
+    from .checkpointers import SPEC_HELP
+
     parser = argparse.ArgumentParser(
-        prog="mcp-state-versions", description="Versioned session state for LangGraph agents."
+        prog="mcp-state-versions",
+        description="Versioned session state for LangGraph agents.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser("demo", help="run the demo conversation through the agent loop")
-    demo.add_argument("--checkpointer", metavar="SPEC", help="default: a new SQLite file")
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name,
+            help=text,
+            description=text,
+            epilog=_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    demo = command("demo", "run the demo conversation through the agent loop")
+    where = demo.add_mutually_exclusive_group()
+    where.add_argument(
+        "--db",
+        metavar="PATH",
+        help="the SQLite file to keep the demo's threads in "
+        "(default: demo.sqlite in the current directory)",
+    )
+    where.add_argument("--checkpointer", metavar="SPEC", help=SPEC_HELP)
     demo.add_argument(
         "--model",
         metavar="PROVIDER:NAME",
@@ -61,28 +98,30 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     def thread_command(name: str, text: str) -> argparse.ArgumentParser:
-        command = commands.add_parser(name, help=text)
-        command.add_argument("--checkpointer", metavar="SPEC", required=True)
-        command.add_argument("--thread", required=True, help="the thread id")
-        return command
+        parsed = command(name, text)
+        parsed.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
+        parsed.add_argument("--thread", required=True, help="the thread id")
+        return parsed
 
     inspect = thread_command("inspect", "read a thread's state, now or as of a turn")
     inspect.add_argument("key", nargs="?", help="a key; omit to list every key")
-    inspect.add_argument("--turn", type=int, help="the value at the end of this turn")
+    inspect.add_argument("--turn", type=int, help="the key's value at the end of this turn")
     inspect.add_argument("--versions", action="store_true", help="every version the key kept")
+    inspect.add_argument("--namespace", default="", help="a persistent subgraph's namespace")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
     turns = thread_command("turns", "how many turns a thread has had, and which are retained")
-    turns.add_argument("--json", action="store_true")
+    turns.add_argument("--namespace", default="", help="a persistent subgraph's namespace")
+    turns.add_argument("--json", action="store_true", help="print JSON")
 
     prune = thread_command("prune", "remove old turns and/or abandoned branches of a thread")
-    prune.add_argument("--keep-turns", type=int, help="keep the last N turns")
+    prune.add_argument("--keep-turns", type=int, metavar="N", help="keep the last N turns")
     prune.add_argument("--drop-abandoned", action="store_true", help="delete forked-off branches")
 
-    serve = commands.add_parser("serve", help="serve the HTTP API (extra 'api')")
-    serve.add_argument("--checkpointer", metavar="SPEC", required=True)
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
+    serve = command("serve", "serve the HTTP API (extra 'api')")
+    serve.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
+    serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000, help="default: 8000")
     return parser
 
 
@@ -90,33 +129,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = _parser().parse_args(argv)
     try:
+        _check_usage(args)
         if args.command == "demo":
             from .demo import main as demo_main
 
-            demo_main(args.checkpointer, model=args.model)
+            demo_main(f"sqlite:{args.db}" if args.db else args.checkpointer, model=args.model)
             return 0
         if args.command == "serve":
             return _serve(args)
         return asyncio.run(_operate(args))
-    except ValueError as error:  # CheckpointerSpecError, and refused arguments
+    except ValueError as error:  # CheckpointerSpecError, UsageError, refused arguments
         print(f"mcp-state-versions: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # pragma: no cover - interactive
+        return 130
+
+
+def _check_usage(args: argparse.Namespace) -> None:
+    if args.command == "inspect":
+        if args.key is None and (args.turn is not None or args.versions):
+            raise UsageError("--turn and --versions read one key: give the KEY to read")
+        if args.turn is not None and args.versions:
+            raise UsageError("use either --turn N (one turn) or --versions (all of them)")
+        if args.turn is not None and args.turn < 1:
+            raise UsageError(f"--turn must be 1 or more (turn 1 is the first), got {args.turn}")
+    if args.command == "prune":
+        if args.keep_turns is None and not args.drop_abandoned:
+            raise UsageError("say what to prune: --keep-turns N, --drop-abandoned, or both")
+        if args.keep_turns is not None and args.keep_turns < 1:
+            raise UsageError(
+                f"--keep-turns must be at least 1 (the current turn), got {args.keep_turns}"
+            )
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
 
 
 async def _operate(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from .checkpoint_walk import CheckpointHistory
     from .checkpointers import open_checkpointer
 
-    console = Console()
-    async with open_checkpointer(args.checkpointer) as saver:
-        history = CheckpointHistory(saver)
-        if args.command == "prune":
-            return await _prune(console, saver, args)
+    console = _console()
+    async with open_checkpointer(args.checkpointer, create=False) as saver:
+        history = CheckpointHistory(saver, namespace=getattr(args, "namespace", ""))
         present = await history.present(args.thread)
         if present is None:
             return _report(console, args, "unknown_thread", f"no thread {args.thread!r} here", {})
+        if args.command == "prune":
+            return await _prune(console, saver, args)
         if args.command == "turns":
             index = await history.turns(args.thread)
             data = {
@@ -128,7 +191,9 @@ async def _operate(args: argparse.Namespace) -> int:
                 console.print_json(data=data)
             else:
                 span = f"{index.retained[0]}–{index.retained[-1]}" if index.retained else "none"
-                console.print(f"thread {args.thread}: {index.total} turns, retained: {span}")
+                console.print(
+                    f"thread {args.thread}: {index.total} turns, retained: {span}", markup=False
+                )
             return 0
         return await _inspect(console, history, present, args)
 
@@ -137,12 +202,15 @@ def _report(console: Any, args: argparse.Namespace, code: str, message: str, dat
     if getattr(args, "json", False):
         console.print_json(data={"outcome": code, "message": message, **data})
     else:
-        console.print(f"[bold red]{code}[/]: {message}")
+        from rich.text import Text
+
+        console.print(Text.assemble((code, "bold red"), ": ", message))
     return EXIT_CODES[code]
 
 
 async def _inspect(console: Any, history: Any, present: Any, args: argparse.Namespace) -> int:
     from rich.table import Table
+    from rich.text import Text
 
     from .history import Found, UnknownKey, outcome, resolve_turn
     from .inspect_tool import describe_answer, entry_summary, eviction_note, versioned_entries
@@ -154,12 +222,18 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
         if args.json:
             console.print_json(data={"thread_id": args.thread, "turn": present.turn, "keys": rows})
             return 0
-        table = Table(title=f"thread {args.thread} · turn {present.turn}")
+        table = Table(title=Text(f"thread {args.thread} · turn {present.turn}"))
         for column in ("key", "shape", "tool", "turn", "versions"):
             table.add_column(column)
         for row in rows:
             marker = f"{row['versions']} (rewritten)" if row["versions"] > 1 else "1"
-            table.add_row(row["key"], row["shape"], str(row["tool"]), str(row["turn"]), marker)
+            table.add_row(
+                Text(row["key"]),
+                Text(row["shape"]),
+                Text(str(row["tool"])),
+                str(row["turn"]),
+                marker,
+            )
         console.print(table)
         return 0
     if args.key not in entries:
@@ -175,12 +249,12 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
             data = {"key": args.key, "versions": entry["versions"], "items": items}
             console.print_json(data=data)
             return 0
-        table = Table(title=f"{args.key} · {entry['versions']} versions")
+        table = Table(title=Text(f"{args.key} · {entry['versions']} versions"))
         for column in ("turns", "value"):
             table.add_column(column)
         for item in items:
             turns = f"{item['since']}–{item['until'] if item['until'] is not None else 'now'}"
-            table.add_row(turns, json.dumps(item["value"]) if item["kept"] else "(not kept)")
+            table.add_row(turns, Text(json.dumps(item["value"]) if item["kept"] else "(not kept)"))
         console.print(table)
         return 0
     if args.turn is None and "value" not in entry:
@@ -198,8 +272,6 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
         else:
             console.print_json(data=entry.get("value"))
         return 0
-    if args.turn < 1:
-        raise ValueError(f"--turn must be 1 or more, got {args.turn}")
     answer = await resolve_turn(
         entries,
         args.key,
@@ -240,7 +312,8 @@ async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
     )
     console.print(
         f"thread {args.thread}: removed {result.deleted} checkpoints; "
-        f"{result.total_turns} turns, retained: {span}"
+        f"{result.total_turns} turns, retained: {span}",
+        markup=False,
     )
     return 0
 
@@ -248,17 +321,19 @@ async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
+
+        from .api import create_app
     except ImportError:
         print(
-            "mcp-state-versions serve needs the 'api' extra: pip install 'mcp-state-versions[api]'",
+            "mcp-state-versions: serve needs the 'api' extra: "
+            "pip install 'mcp-state-versions[api]'",
             file=sys.stderr,
         )
         return 2
-    from .api import create_app
     from .checkpointers import open_checkpointer
 
     async def run() -> None:
-        async with open_checkpointer(args.checkpointer) as saver:
+        async with open_checkpointer(args.checkpointer, create=False) as saver:
             server = uvicorn.Server(
                 uvicorn.Config(create_app(saver), host=args.host, port=args.port)
             )

@@ -16,8 +16,6 @@ being handed the current value.
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 import textwrap
 from collections.abc import Callable
 from typing import Any
@@ -201,11 +199,14 @@ def chat_model(spec: str) -> BaseChatModel:
         raise ValueError(f"cannot load {spec!r}: {error}") from None
 
 
+DEFAULT_DB = "demo.sqlite"
+"""Where the demo keeps its threads unless told otherwise: a SQLite file in the working
+directory, so the operator commands it prints afterwards work as printed."""
+
+
 async def _main(spec: str | None, model: str | None) -> None:
     chosen = chat_model(model) if model else None
-    if spec is None:
-        path = os.path.join(tempfile.mkdtemp(prefix="mcp-state-versions-"), "demo.sqlite")
-        spec = f"sqlite:{path}"
+    spec = spec or f"sqlite:{DEFAULT_DB}"
     print(f"checkpointer: {spec}")
     async with open_checkpointer(spec) as checkpointer:
         first, second = await run_demo(checkpointer, model=chosen)
@@ -219,7 +220,7 @@ async def _main(spec: str | None, model: str | None) -> None:
 
 
 def main(spec: str | None = None, *, model: str | None = None) -> None:
-    """Run the demo on the checkpointer ``spec`` (default: a new SQLite file).
+    """Run the demo on the checkpointer ``spec`` (default: ``sqlite:demo.sqlite``).
 
     ``model`` (``provider:name``) runs it with a real chat model instead of the scripted one.
     """

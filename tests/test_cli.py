@@ -161,3 +161,100 @@ def test_an_evicted_value_is_listed_as_evicted(
     evicted = next(key for key, row in rows.items() if row["evicted"])
     code = main(["inspect", "--checkpointer", spec, "--thread", "t", evicted, "--json"])
     assert code == 4 and json.loads(capsys.readouterr().out)["outcome"] == "value_evicted"
+
+
+# -- bad paths, as a user meets them: one line, no traceback, the documented exit code ----------
+
+
+def _cli(*args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
+    code = (
+        f"{prelude}import sys; from mcp_state_versions.cli import main; "
+        "sys.exit(main(sys.argv[1:]))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def _one_line(done: subprocess.CompletedProcess[str], code: int, *fragments: str) -> None:
+    output = (done.stdout + done.stderr).strip()
+    assert done.returncode == code, output
+    assert "Traceback" not in output and len(output.splitlines()) == 1, output
+    for fragment in fragments:
+        assert fragment in output, output
+
+
+@pytest.mark.parametrize(
+    ("dsn", "fragment"),
+    [
+        ("postgresql://postgres@127.0.0.1:1/test", "127.0.0.1"),
+        ("postgresql://no_such_role@127.0.0.1:5432/test", "no_such_role"),
+        ("postgresql://postgres@127.0.0.1:5432/no_such_database", "no_such_database"),
+        ("postgres:not-a-dsn", "cannot connect to PostgreSQL"),
+    ],
+)
+def test_a_bad_dsn_fails_fast_in_one_line(dsn: str, fragment: str) -> None:
+    import time
+
+    started = time.monotonic()
+    done = _cli("turns", "--checkpointer", dsn, "--thread", "t")
+    assert time.monotonic() - started < 15
+    _one_line(done, 2, "cannot connect to PostgreSQL", fragment)
+
+
+def test_sqlite_paths_that_do_not_exist(tmp_path: Path) -> None:
+    missing_dir = tmp_path / "nowhere" / "x.sqlite"
+    _one_line(
+        _cli("turns", "--checkpointer", f"sqlite:{missing_dir}", "--thread", "t"),
+        2,
+        "does not exist",
+    )
+    missing = tmp_path / "missing.sqlite"
+    for command in ("inspect", "turns", "prune"):
+        extra = ["--keep-turns", "1"] if command == "prune" else []
+        done = _cli(command, "--checkpointer", f"sqlite:{missing}", "--thread", "t", *extra)
+        _one_line(done, 2, "no SQLite file")
+        assert not missing.exists()
+
+
+def test_the_postgres_extra_missing_is_one_line() -> None:
+    done = _cli(
+        "turns",
+        "--checkpointer",
+        "postgres:postgresql://postgres@127.0.0.1/test",
+        "--thread",
+        "t",
+        prelude="import sys; sys.modules['psycopg'] = None; ",
+    )
+    _one_line(done, 2, "pip install 'mcp-state-versions[postgres]'")
+
+
+def test_flags_that_do_not_apply_are_refused(demo_file: tuple[str, str, str]) -> None:
+    spec, thread, _ = demo_file
+    base = ["inspect", "--checkpointer", spec, "--thread", thread]
+    _one_line(_cli(*base, "--turn", "1"), 2, "give the KEY")
+    _one_line(_cli(*base, "--versions"), 2, "give the KEY")
+    _one_line(_cli(*base, BBOX, "--turn", "1", "--versions"), 2, "either --turn N")
+    prune = ["prune", "--checkpointer", spec, "--thread", thread]
+    _one_line(_cli(*prune), 2, "--keep-turns N, --drop-abandoned")
+    _one_line(_cli(*prune, "--keep-turns", "0"), 2, "--keep-turns must be at least 1")
+
+
+def test_unknown_threads_exit_6_everywhere_and_ids_print_literally(
+    demo_file: tuple[str, str, str],
+) -> None:
+    spec, _, _ = demo_file
+    for thread in ["nope", "[/]", "[bold]x"]:
+        for command in (["inspect"], ["turns"], ["prune", "--keep-turns", "1"]):
+            done = _cli(command[0], "--checkpointer", spec, "--thread", thread, *command[1:])
+            _one_line(done, 6, "unknown_thread", f"no thread {thread!r}")
+
+
+def test_help_and_version() -> None:
+    done = _cli("--help")
+    assert done.returncode == 0
+    assert "exit codes:" in done.stdout and "6  unknown thread or key" in done.stdout
+    done = _cli("inspect", "--help")
+    assert "'sqlite:PATH'" in done.stdout and "exit codes:" in done.stdout
+    done = _cli("--version")
+    assert done.returncode == 0 and done.stdout.startswith("mcp-state-versions 0.")
