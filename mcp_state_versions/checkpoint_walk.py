@@ -45,8 +45,8 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .backends import Backend, Link, backend_for
 from .clock import END_OF_TURN, clock_of, current_turn, position
-from .history import ThreadPresent, TurnIndex, TurnSnapshot
-from .state import StateEntry
+from .history import ThreadPresent, TurnIndex, TurnSnapshot, gallop
+from .state import StateEntry, is_entry
 
 __all__ = ["CheckpointHistory", "history_for_run"]
 
@@ -146,7 +146,9 @@ class _Chain:
     async def index(self) -> TurnIndex:
         if not self.links:
             return TurnIndex(total=0, retained=())
-        total = math.floor(await self.position(0, trust_stamps=False))
+        # The head's stamp is exact for its turn (a run's checkpoints are stamped with the turn
+        # it opens, its input checkpoint with the turn before), so trusting it saves a read.
+        total = math.floor(await self.position(0))
         # The oldest checkpoint left says where retention begins: a whole chain starts before
         # any turn; a pruned one starts inside the first turn it kept, or just after the turn
         # before it ended. (A parent link to a deleted checkpoint is no signal: some savers
@@ -175,6 +177,7 @@ class CheckpointHistory:
         self.namespace = namespace
         self.sync = sync
         self.backend: Backend = backend_for(saver, sync=sync)
+        self._last_chain: tuple[str, _Chain] | None = None
 
     async def present(self, thread_id: str) -> ThreadPresent | None:
         """The thread's head: its ``tool_state`` and turn (``None``: no such thread).
@@ -197,6 +200,9 @@ class CheckpointHistory:
 
     async def tool_state_at(self, thread_id: str, turn: int) -> TurnSnapshot:
         chain = await self._chain(thread_id)
+        # Kept for the version_end that may follow in the same resolution, which then reads
+        # neither the lineage nor any tool_state already read again. Taken once.
+        self._last_chain = (thread_id, chain)
         index = await chain.index()
         if turn < 1 or turn > index.total:
             return TurnSnapshot(turn=turn, index=index, tool_state=None)
@@ -207,6 +213,28 @@ class CheckpointHistory:
             return TurnSnapshot(turn=turn, index=index, tool_state=None)
         tool_state: Mapping[str, StateEntry] = await chain.tool_state(found) or {}
         return TurnSnapshot(turn=turn, index=index, tool_state=tool_state)
+
+    async def version_end(
+        self, thread_id: str, key: str, since: int, turn: int, last_possible: int
+    ) -> int | None:
+        """The last turn whose end still held ``key``'s version begun in ``since``, known to
+        hold at ``turn``; searched on one read of the lineage (see
+        :func:`mcp_state_versions.history.gallop`). ``None`` when history no longer tells."""
+        last, self._last_chain = self._last_chain, None
+        chain = last[1] if last is not None and last[0] == thread_id else None
+        if chain is None:
+            chain = await self._chain(thread_id)
+
+        async def holds(probe: int) -> bool | None:
+            found = await chain.end_of_turn(probe)
+            if found is not None and not await chain.confirmed(found, probe):
+                found = await chain.end_of_turn(probe, trust_stamps=False)
+            if found is None:
+                return None
+            entry = (await chain.tool_state(found) or {}).get(key)
+            return is_entry(entry) and entry["since"] == since
+
+        return await gallop(holds, turn, last_possible)
 
     async def branch_checkpoint_ids(self, thread_id: str) -> list[str]:
         """The checkpoints of the thread's current branch, newest (the head) first."""

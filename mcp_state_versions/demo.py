@@ -13,7 +13,8 @@ deployment that keeps no ring (``ring_size=0``) is told turn 1 is no longer reta
 being handed the current value.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: this module defines LangChain tools, whose
+# annotations LangChain would re-evaluate from strings on every call.
 
 import asyncio
 import textwrap

@@ -17,7 +17,7 @@ In none of them does the current value stand in for an old one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
@@ -40,6 +40,7 @@ __all__ = [
     "TurnSnapshot",
     "UnknownKey",
     "ValueEvicted",
+    "gallop",
     "outcome",
     "resolve_turn",
 ]
@@ -297,23 +298,56 @@ async def _version_end(
 ) -> int | None:
     """The last turn of the version that began in ``since`` (not the current one).
 
-    The entry knows the start of each version its ring still identifies; for an older one, the
+    The entry knows the start of each version its ring still identifies. For an older one the
     history is searched for the last turn that still ended with it (``None`` when that part of
-    history is no longer retained), so a history answer reads like a ring answer.
+    history is no longer retained), so a history answer reads like a ring answer. A history
+    may offer ``version_end`` to do this on one read of its lineage (``CheckpointHistory``
+    does); otherwise each probe is a :meth:`ThreadHistory.tool_state_at`.
     """
     spans = version_spans(entry)
     for span in spans:
         if span.since == since:
             return span.until
-    low, high = turn, spans[0].since - 1  # the version held at ``turn`` and ended before high+1
-    while low < high:
-        middle = (low + high + 1) // 2
-        snapshot = await history.tool_state_at(thread_id, middle)
+    last_possible = spans[0].since - 1
+    finder = getattr(history, "version_end", None)
+    if finder is not None:
+        return await finder(thread_id, key, since, turn, last_possible)
+
+    async def holds(probe: int) -> bool | None:
+        snapshot = await history.tool_state_at(thread_id, probe)
         if snapshot.tool_state is None:
             return None
-        probe = snapshot.tool_state.get(key)
-        if is_entry(probe) and probe["since"] == since:
-            low = middle
+        found = snapshot.tool_state.get(key)
+        return is_entry(found) and found["since"] == since
+
+    return await gallop(holds, turn, last_possible)
+
+
+async def gallop(holds: Callable[[int], Awaitable[bool | None]], low: int, high: int) -> int | None:
+    """The last turn in ``low..high`` for which ``holds`` is true, given that it holds at
+    ``low`` and that the turns it holds for are contiguous; ``None`` if a probe cannot tell.
+
+    Galloping (``low+1, low+2, low+4, ...``, then bisection) costs O(log length) probes of the
+    version's own length, not of the thread's: a key rewritten every turn needs one.
+    """
+    step, good, bad = 1, low, high + 1
+    while good + step < bad:
+        probe = good + step
+        answer = await holds(probe)
+        if answer is None:
+            return None
+        if answer:
+            good, step = probe, step * 2
         else:
-            high = middle - 1
-    return low
+            bad = probe
+            break
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        answer = await holds(middle)
+        if answer is None:
+            return None
+        if answer:
+            good = middle
+        else:
+            bad = middle
+    return good

@@ -14,7 +14,8 @@ the current value in its place, because that substitution is the failure this li
 to prevent.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: this module defines LangChain tools, whose
+# annotations LangChain would re-evaluate from strings on every call.
 
 import asyncio
 import difflib

@@ -26,10 +26,11 @@ raises :class:`NeedsAsync` instead of blocking. A new backend is one module with
 from __future__ import annotations
 
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from ..state import TURN_METADATA_KEY
 
 __all__ = ["Backend", "Link", "NeedsAsync", "backend_for", "run_sync"]
 
@@ -40,12 +41,12 @@ class NeedsAsync(RuntimeError):
     """The saver only has an async API, and the caller is running synchronously."""
 
 
-@dataclass(frozen=True, slots=True)
-class Link:
+class Link(NamedTuple):
     """One checkpoint of a chain, without its values.
 
     ``stamped_turn`` and ``source`` come from metadata (``None`` when absent, or not read yet:
-    ``metadata_read`` is false where a backend defers reading them).
+    ``metadata_read`` is false where a backend defers reading them). A tuple, because a
+    lineage is thousands of them, built from database rows as they come.
     """
 
     checkpoint_id: str
@@ -141,8 +142,6 @@ class Backend:
 
 
 def _stamp(metadata: Mapping[str, Any]) -> int | None:
-    from ..state import TURN_METADATA_KEY
-
     value = metadata.get(TURN_METADATA_KEY)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 

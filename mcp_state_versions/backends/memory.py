@@ -23,13 +23,19 @@ class MemoryBackend(Backend):
         return self.saver.storage.get(thread_id, {}).get(namespace, {})  # type: ignore[attr-defined]
 
     async def lineage(self, thread_id: str, namespace: str) -> list[Link]:
+        # A checkpoint never changes once saved, so its link is parsed once per saver.
+        cache = self.saver.__dict__.setdefault("_mcp_state_versions_links", {})
         serde = self.saver.serde
         links = []
         for checkpoint_id, (_, metadata, parent_id) in list(
             self._stored(thread_id, namespace).items()
         ):
-            meta = serde.loads_typed(metadata) if metadata else {}
-            links.append(Link(checkpoint_id, parent_id, _stamp(meta), meta.get("source")))
+            key = (thread_id, namespace, checkpoint_id)
+            link = cache.get(key)
+            if link is None:
+                meta = serde.loads_typed(metadata) if metadata else {}
+                link = cache[key] = Link(checkpoint_id, parent_id, _stamp(meta), meta.get("source"))
+            links.append(link)
         return links
 
     async def head(self, thread_id: str, namespace: str) -> str | None:

@@ -90,7 +90,7 @@ class PostgresBackend(Backend):
 
     async def lineage(self, thread_id: str, namespace: str) -> list[Link]:
         rows = await self._rows(_lineage_sql(), (thread_id, namespace))
-        return [Link(row[0], row[1], row[2], row[3]) for row in rows]
+        return [Link(*row) for row in rows]
 
     async def head(self, thread_id: str, namespace: str) -> str | None:
         rows = await self._rows(_HEAD_SQL, (thread_id, namespace))

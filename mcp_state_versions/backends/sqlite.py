@@ -121,7 +121,10 @@ class SqliteBackend(Backend):
         if await self._indexed():
             rows = await self._rows(_lineage_sql(), (thread_id, namespace))
             return [
-                Link(row[0], row[1], row[2] if _is_int(row[2]) else None, row[3]) for row in rows
+                Link(*row)
+                if _is_int(row[2]) or row[2] is None
+                else Link(row[0], row[1], None, row[3])
+                for row in rows
             ]
         rows = await self._rows(_IDS_SQL, (thread_id, namespace))
         return [Link(row[0], row[1], None, None, metadata_read=False) for row in rows]

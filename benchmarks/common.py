@@ -1,0 +1,142 @@
+"""What every measurement shares: the workload, the backends, threads, timing.
+
+The workload is a real agent (``build_agent`` with a scripted model) whose one tool rewrites
+``bench/measure/value`` every turn and republishes eight static keys, run with ``run_turn`` on
+each backend; five checkpoints per turn. Times are medians of repeated runs after a warm-up,
+with their spread (min–max) kept in the JSON.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.prebuilt import ToolRuntime
+
+from mcp_state_versions import build_agent, count_turns, publish, run_turn
+from mcp_state_versions.checkpointers import open_checkpointer
+from mcp_state_versions.clock import current_turn
+from mcp_state_versions.scripted import ScriptedChatModel, call
+
+KEY = "bench/measure/value"
+STATIC_KEYS = 8
+RESULTS = Path(__file__).parent / "results"
+PG_DSN = os.environ.get("MCP_STATE_VERSIONS_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def expected(turn: int) -> dict[str, Any]:
+    """The value ``KEY`` holds at the end of ``turn``."""
+    return {"turn": turn, "reading": [turn * 0.5] * 8}
+
+
+@tool
+def measure(turn: int, runtime: ToolRuntime) -> Any:
+    """Publish this turn's measurement (rewritten every turn) and the static keys."""
+    fields: dict[str, Any] = {"value": expected(turn)}
+    fields.update({f"static_{i}": {"unit": "m", "scale": i} for i in range(STATIC_KEYS)})
+    return publish(runtime, "bench", "measure", fields)
+
+
+def respond(messages: Sequence[BaseMessage]) -> AIMessage:
+    last = messages[-1]
+    if isinstance(last, HumanMessage):
+        turn = int(str(last.content).split()[-1])
+        return AIMessage("", tool_calls=[call("measure", f"m{len(messages)}", turn=turn)])
+    return AIMessage("ok" if isinstance(last, ToolMessage) else "noted")
+
+
+def agent(saver: Any, **options: Any) -> Any:
+    return build_agent(ScriptedChatModel(respond=respond), [measure], checkpointer=saver, **options)
+
+
+async def grow(agent_: Any, thread_id: str, turns: int) -> None:
+    """Run turns until the thread has ``turns``."""
+    state = (await agent_.aget_state({"configurable": {"thread_id": thread_id}})).values or {}
+    for turn in range(current_turn(state) + 1, turns + 1):
+        await run_turn(agent_, thread_id, f"measure {turn}")
+        if turn % 100 == 0:
+            progress(f"built {turn}/{turns} turns")
+
+
+def spec(backend: str, workdir: Path) -> str:
+    return {
+        "memory": "memory",
+        "sqlite": f"sqlite:{workdir / f'{uuid4().hex}.sqlite'}",
+        "postgres": f"postgres:{PG_DSN}",
+    }[backend]
+
+
+@asynccontextmanager
+async def opened(backend: str, workdir: Path) -> AsyncIterator[tuple[Any, str]]:
+    """An open saver of ``backend`` (a new SQLite file each time) and its spec."""
+    chosen = spec(backend, workdir)
+    async with open_checkpointer(chosen) as saver:
+        yield saver, chosen
+
+
+def progress(text: str) -> None:
+    print(f"  … {text}", file=sys.stderr, flush=True)
+
+
+def summary(samples: Sequence[float]) -> dict[str, float]:
+    return {
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "n": len(samples),
+    }
+
+
+async def timed(fn: Callable[[], Awaitable[Any]], repeat: int) -> dict[str, float]:
+    """Median and spread, in ms, of ``repeat`` runs (callers run ``fn`` once first, to check
+    its answer: that run is the warm-up)."""
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        await fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return summary(samples)
+
+
+def timed_sync(fn: Callable[[], Any], repeat: int, *, unit: float = 1000) -> dict[str, float]:
+    """As :func:`timed`, for a synchronous ``fn``; ``unit`` 1000 for ms, 1e6 for µs."""
+    fn()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * unit)
+    return summary(samples)
+
+
+def ratio(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    """``a / b`` by medians, with the spread the two spreads allow."""
+    return {
+        "median": a["median"] / b["median"],
+        "min": a["min"] / b["max"],
+        "max": a["max"] / b["min"],
+    }
+
+
+def without_ring_values(entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` as a ``ring_size=0`` deployment would hold it: every older read walks."""
+    ring = [{k: v for k, v in item.items() if k not in ("value", "size")} for item in entry["ring"]]
+    return {**entry, "ring": ring}
+
+
+async def full_walk_read(graph: Any, thread_id: str, turn: int) -> Any:
+    """What a host does without this library: walk all history, newest first, and take the
+    first checkpoint with N human messages."""
+    async for snapshot in graph.aget_state_history({"configurable": {"thread_id": thread_id}}):
+        if count_turns(snapshot.values.get("messages")) == turn:
+            return snapshot.values.get("tool_state", {}).get(KEY, {}).get("value")
+    return None

@@ -1,0 +1,232 @@
+"""The report: Markdown tables (with each target, met or not) and a plot, from one run's JSON."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from .common import progress
+
+READS = ("turn 1", "turn T/2", "turn T-3")
+COLORS = {"memory": "tab:blue", "sqlite": "tab:green", "postgres": "tab:red"}
+
+
+def _ms(m: dict[str, float] | None) -> str:
+    if not m:
+        return "—"
+    return f"{m['median']:,.2f} ({m['min']:,.2f}–{m['max']:,.2f})"
+
+
+def _x(value: float) -> str:
+    return f"{value:,.0f}×" if value >= 100 else f"{value:.2f}×"
+
+
+def _ratio_cell(r: dict[str, float]) -> str:
+    return f"{r['median']:.2f}× ({r['min']:.2f}–{r['max']:.2f})"
+
+
+def targets(figures: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """Each target with the measured figure and whether it was met."""
+    rows: list[tuple[str, str, bool]] = []
+    reads = figures.get("reads", {})
+    top = max((int(n) for by in reads.values() for n in by), default=0)
+    for backend in ("postgres", "sqlite"):
+        at = reads.get(backend, {}).get(str(top))
+        if not at:
+            continue
+        for label in READS:
+            r = at[label]["walk"]["median"] / at[label]["limit"]["median"]
+            rows.append(
+                (f"{backend}, {top} turns, {label}: walk ÷ limit ≤ 1.5", f"{r:.2f}×", r <= 1.5)
+            )
+    for backend, by_length in reads.items():
+        at = by_length.get("500")
+        if not at:
+            continue
+        for label in READS:
+            if "baseline" not in at[label]:
+                continue
+            r = at[label]["baseline"]["median"] / at[label]["walk"]["median"]
+            rows.append(
+                (f"{backend}, 500 turns, {label}: full walk ÷ walk ≥ 5,000", _x(r), r >= 5000)
+            )
+    for backend, memory in figures.get("memory", {}).items():
+        walk = memory.get("walk")
+        if walk:
+            rows.append(
+                (
+                    f"{backend}, {memory['walk_turns']} turns: peak memory of a walk read ≤ 10 MB",
+                    f"+{walk['rise_mb']:.1f} MB",
+                    walk["rise_mb"] <= 10,
+                )
+            )
+    tool = figures.get("tool")
+    if tool:
+        r = tool["ring read ÷ floor"]["median"]
+        rows.append(("ring read through ToolNode ÷ cheapest tool ≤ 1.5", f"{r:.2f}×", r <= 1.5))
+        r = tool["listing ÷ plain"]["median"]
+        rows.append(("listing with markers ÷ plain listing ≤ 1.05", f"{r:.2f}×", r <= 1.05))
+    return rows
+
+
+def table(figures: dict[str, Any]) -> str:
+    lines = [f"Machine: {figures['machine']}. Command: `{figures['command']}`", ""]
+    lines += ["## Targets", "", "| target | measured | met |", "| --- | ---: | :---: |"]
+    lines += [
+        f"| {name} | {value} | {'yes' if met else '**no**'} |"
+        for name, value, met in targets(figures)
+    ]
+    lines += [
+        "",
+        "## Turn reads (median ms, min–max)",
+        "",
+        "| backend | turns | read | ring | library walk | physical limit | full history walk | walk ÷ limit | full ÷ walk |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for backend, by_length in figures.get("reads", {}).items():
+        for length, row in sorted(by_length.items(), key=lambda kv: int(kv[0])):
+            for label in READS:
+                r = row[label]
+                base = r.get("baseline")
+                walk = r["walk"]["median"]
+                lines.append(
+                    f"| {backend} | {length} | {label} | {_ms(r['ring'])} | {_ms(r['walk'])} | "
+                    f"{_ms(r['limit'])} | {_ms(base)} | {walk / r['limit']['median']:.2f}× | "
+                    f"{_x(base['median'] / walk) if base else '—'} |"
+                )
+    lines += ["", "## Scaling of a turn-1 read (k in cost ∝ turns^k)", ""]
+    lines += [
+        "| backend | walk | physical limit | full history walk |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for backend, by_length in figures.get("reads", {}).items():
+        lengths = sorted(int(n) for n in by_length)
+        if len(lengths) < 2:
+            continue
+        cells = []
+        for method in ("walk", "limit", "baseline"):
+            points = [(n, by_length[str(n)]["turn 1"].get(method)) for n in lengths]
+            points = [(n, m["median"]) for n, m in points if m]
+            if len(points) < 2:
+                cells.append("—")
+                continue
+            (n0, c0), (n1, c1) = points[0], points[-1]
+            cells.append(f"{math.log(c1 / c0) / math.log(n1 / n0):.2f}")
+        lines.append(f"| {backend} | " + " | ".join(cells) + " |")
+    memory = figures.get("memory", {})
+    if memory:
+        lines += ["", "## Peak memory of one read of turn 1, in a fresh process", ""]
+        lines += ["| backend | library walk | full history walk |", "| --- | ---: | ---: |"]
+        for backend, m in memory.items():
+            walk = (
+                f"+{m['walk']['rise_mb']:.1f} MB ({m['walk_turns']} turns)"
+                if m.get("walk")
+                else "—"
+            )
+            base = (
+                f"+{m['baseline']['rise_mb']:,.1f} MB ({m['baseline_turns']} turns)"
+                if m.get("baseline")
+                else "—"
+            )
+            lines.append(f"| {backend} | {walk} | {base} |")
+    tool = figures.get("tool")
+    if tool:
+        lines += [
+            "",
+            "## The tool's fixed cost, through a one-node ToolNode graph (median ms)",
+            "",
+            "| call | inspect_state | floor | ratio |",
+            "| --- | ---: | ---: | ---: |",
+            f"| ring read (turn=18) | {_ms(tool['ring read'])} | {_ms(tool['floor'])} | {_ratio_cell(tool['ring read ÷ floor'])} |",
+            f'| key="*", 40 keys | {_ms(tool["listing"])} | {_ms(tool["plain listing"])} (no markers) | {_ratio_cell(tool["listing ÷ plain"])} |',
+        ]
+    reducer = figures.get("reducer")
+    if reducer:
+        lines += [
+            "",
+            "## Reducer, one write (median µs)",
+            "",
+            "| keys | library | `{**current, **update}` | ratio |",
+            "| ---: | ---: | ---: | ---: |",
+        ]
+        for keys in ("10", "100", "1000", "5000"):
+            row = reducer[keys]
+            lines.append(
+                f"| {int(keys):,} | {_ms(row['library'])} | {_ms(row['dict merge'])} | {_ratio_cell(row['ratio'])} |"
+            )
+        lines.append(
+            f"\nFitted exponent k (cost ∝ keys^k): library {reducer['k library']:.2f}, "
+            f"dict merge {reducer['k dict merge']:.2f}."
+        )
+    pattern = figures.get("pattern")
+    if pattern:
+        lines += [
+            "",
+            f"## pattern= on a {pattern['value_bytes']:,}-byte value (median ms, min–max)",
+            "",
+            "| pattern | time |",
+            "| --- | ---: |",
+        ]
+        for name, m in pattern.items():
+            if isinstance(m, dict):
+                lines.append(f"| `{name}` | {_ms(m)} |")
+        lines.append(f"\nWorst single run: {pattern['worst']:.1f} ms.")
+    storage = figures.get("storage")
+    if storage:
+        lines += ["", f"## Storage ({figures['storage_turns']} turns, bytes)", ""]
+        for backend, variants in storage.items():
+            base = variants["last-write-wins"]["thread_bytes"]
+            lines += [
+                f"| {backend} | thread total | per checkpoint | vs last-write-wins | tool_state JSON |",
+                "| --- | ---: | ---: | ---: | ---: |",
+            ]
+            for name, row in variants.items():
+                lines.append(
+                    f"| {name} | {row['thread_bytes']:,} | {row['per_checkpoint']:,.0f} | "
+                    f"{row['thread_bytes'] / base:.3f}× | {row['tool_state_json']:,} |"
+                )
+            lines.append("")
+    return "\n".join(lines)
+
+
+def plot(figures: dict[str, Any], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        progress("matplotlib not installed (pip install -e '.[bench]'): no plot")
+        return False
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5), sharey=True)
+    for ax, label in zip(axes, READS, strict=True):
+        for backend, by_length in figures.get("reads", {}).items():
+            lengths = sorted(int(n) for n in by_length)
+            for method, style in (("walk", "-"), ("limit", "--"), ("baseline", ":")):
+                points = [
+                    (n, by_length[str(n)][label][method]["median"])
+                    for n in lengths
+                    if by_length[str(n)][label].get(method)
+                ]
+                if points:
+                    ax.plot(
+                        *zip(*points, strict=True),
+                        style,
+                        marker="o",
+                        color=COLORS.get(backend),
+                        label=f"{method} · {backend}",
+                    )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("conversation length (turns)")
+        ax.set_title(f"read of {label}")
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0].set_ylabel("median latency (ms)")
+    axes[-1].legend(fontsize=7)
+    fig.suptitle(
+        "inspect_state(key, turn=N) beyond the ring: library walk vs physical limit vs full history walk"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True

@@ -1,0 +1,115 @@
+"""``inspect_state`` through a real ``ToolNode``, against the cheapest tool LangChain can run.
+
+The floor is a tool with the same arguments (``key``, ``runtime``, ``pattern``, ``path``,
+``turn``, ``versions``) that returns a constant: whatever it costs is LangChain's and LangGraph's
+own price for a tool call (argument validation, runtime injection, the message). Both run in the
+same one-node graph with the same state, so the ratio is what the library adds. The listing is
+measured the same way: ``key="*"`` over 40 keys with rewrite markers, against the same listing
+of plain values (nothing to mark).
+"""
+
+# No ``from __future__ import annotations``: the floor is a LangChain tool, and string
+# annotations would make LangChain re-evaluate them on every call (the floor would be slow).
+
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.tools import BaseTool, tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode, ToolRuntime
+from pydantic import Field, WithJsonSchema
+
+from mcp_state_versions import (
+    CLOCK_KEY,
+    SessionState,
+    make_inspect_state,
+    make_merge_tool_state,
+)
+from mcp_state_versions.scripted import call
+
+from .common import ratio, timed
+
+
+@tool("inspect_state")
+def floor(
+    key: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="key")],
+    runtime: ToolRuntime,
+    pattern: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="p")] = None,
+    path: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="p")] = None,
+    turn: Annotated[Any, WithJsonSchema({"type": "integer"}), Field(description="t")] = None,
+    versions: Annotated[Any, WithJsonSchema({"type": "boolean"}), Field(description="v")] = False,
+) -> str:
+    """The cheapest tool with inspect_state's arguments."""
+    return "ok"
+
+
+class PlainState(TypedDict):
+    """A host without versions: tool_state is a plain dict channel."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    tool_state: dict[str, Any]
+
+
+def _graph(tool_: BaseTool, schema: type = SessionState) -> Any:
+    graph = StateGraph(schema)
+    graph.add_node("tools", ToolNode([tool_]))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    return graph.compile()
+
+
+def _state(tool_state: dict[str, Any], **args: Any) -> dict[str, Any]:
+    message = AIMessage("", tool_calls=[call("inspect_state", "c", **args)])
+    return {"messages": [message], "tool_state": tool_state}
+
+
+def _versioned_state() -> dict[str, Any]:
+    reducer = make_merge_tool_state()
+    state: dict[str, Any] = {}
+    for turn in range(1, 21):
+        state = reducer(state, {CLOCK_KEY: {"turn": turn, "open": True, "message": f"m{turn}"}})
+        writes = {
+            f"s/t/k{i}": {"value": {"i": i, "t": turn if i < 5 else 0}, "tool": "t"}
+            for i in range(40)
+        }
+        state = reducer(state, writes)
+        state = reducer(state, {CLOCK_KEY: {"turn": turn, "open": False, "seen": f"a{turn}"}})
+    return state
+
+
+async def measure(repeat: int) -> dict[str, Any]:
+    versioned = _versioned_state()
+    plain = {k: e["value"] for k, e in versioned.items() if k.startswith("s/")}
+    inspect = _graph(make_inspect_state(history=None))
+    # The listings run where tool_state is a plain channel, so neither pays the reducer's merge
+    # of the input state: what is compared is the listing itself, markers against none.
+    inspect_plain = _graph(make_inspect_state(history=None), PlainState)
+    cheapest = _graph(floor)
+    out: dict[str, Any] = {}
+    read = _state(versioned, key="s/t/k0", turn=18)
+    assert "at the end of turn 18" in str((await inspect.ainvoke(read))["messages"][-1].content)
+
+    async def ring_read() -> Any:
+        return await inspect.ainvoke(read)
+
+    async def floor_read() -> Any:
+        return await cheapest.ainvoke(read)
+
+    runs = repeat * 20
+    out["ring read"] = await timed(ring_read, runs)
+    out["floor"] = await timed(floor_read, runs)
+    out["ring read ÷ floor"] = ratio(out["ring read"], out["floor"])
+    marked, unmarked = _state(versioned, key="*"), _state(plain, key="*")
+    assert "rewritten" in str((await inspect_plain.ainvoke(marked))["messages"][-1].content)
+
+    async def listing() -> Any:
+        return await inspect_plain.ainvoke(marked)
+
+    async def plain_listing() -> Any:
+        return await inspect_plain.ainvoke(unmarked)
+
+    out["listing"] = await timed(listing, runs)
+    out["plain listing"] = await timed(plain_listing, runs)
+    out["listing ÷ plain"] = ratio(out["listing"], out["plain listing"])
+    return out
