@@ -21,7 +21,7 @@ import asyncio
 import difflib
 import fnmatch
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, tool
@@ -246,10 +246,10 @@ def _narrow(value: Any, *, path: str | None, pattern: str | None) -> str:
 def _rewrite_note(key: str, entry: Any, now: int) -> str:
     if not _marker(entry):
         return ""
-    versions = entry["versions"]
+    versions, since = entry["versions"], entry.get("since")
+    held = f"set after turn {now} ended" if since > now else f"the one since turn {since}"
     return (
-        f"\n(Note: {key} has held {versions} values; this is the one "
-        f"{_span(entry.get('since'), None, now)}. For an earlier one call "
+        f"\n(Note: {key} has held {versions} values; this is {held}. For an earlier one call "
         f"inspect_state(key={key!r}, turn=N), or versions=true to see them all.)"
     )
 
@@ -487,16 +487,15 @@ def make_inspect_state(
             Field(description="List every value the key has held, with its turns."),
         ] = False,
     ) -> str:
-        return await _inspect(
+        return await reads(runtime, key, pattern, path, turn, versions, sync=False)
+
+    def reads(runtime: ToolRuntime, *args: Any, sync: bool) -> Coroutine[Any, Any, str]:
+        return _inspect(
             runtime,
-            key,
-            pattern,
-            path,
-            turn,
-            versions,
+            *args,
             allowed_keys=allowed_keys,
-            history=_history_of_run(history, runtime, sync=False),
-            offload=_in_thread,
+            history=_history_of_run(history, runtime, sync=sync),
+            offload=None if sync else _in_thread,
         )
 
     def inspect_state_sync(
@@ -510,18 +509,8 @@ def make_inspect_state(
         # A graph run with invoke() calls tools synchronously. The same coroutine runs here
         # over the savers' synchronous API, where it never suspends (backends.run_sync); a
         # history that can only be read asynchronously is said to be so, never awaited.
-        reads = _inspect(
-            runtime,
-            key,
-            pattern,
-            path,
-            turn,
-            versions,
-            allowed_keys=allowed_keys,
-            history=_history_of_run(history, runtime, sync=True),
-        )
         try:
-            return run_sync(reads)
+            return run_sync(reads(runtime, key, pattern, path, turn, versions, sync=True))
         except NeedsAsync:
             return (
                 "That turn is older than the versions kept with the key, and reading it needs "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from langchain_core.messages import AIMessage, ToolMessage
 
@@ -12,13 +11,18 @@ from mcp_state_versions.mcp_servers import load_publishing_tools
 from mcp_state_versions.retention import PruningInMemorySaver
 from mcp_state_versions.scripted import call
 
-SERVER = Path(__file__).parents[1] / "examples" / "gazetteer_server.py"
 BBOX = "gazet/get_aoi/bbox"
 
 
 async def test_two_calls_over_stdio_are_published_and_versioned() -> None:
     tools = await load_publishing_tools(
-        {"gazet": {"command": sys.executable, "args": [str(SERVER)], "transport": "stdio"}}
+        {
+            "gazet": {
+                "command": sys.executable,
+                "args": ["-m", "mcp_state_versions.gazetteer"],
+                "transport": "stdio",
+            }
+        }
     )
     assert [t.name for t in tools] == ["get_aoi"]
     script = [

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -32,7 +31,6 @@ from mcp_state_versions.scripted import ScriptedChatModel, call
 from .conftest import BACKENDS, open_backend
 from .conversation import Conversation
 
-SERVER = Path(__file__).parents[1] / "examples" / "gazetteer_server.py"
 PLACES = {"copenhagen": [12.4, 55.5, 12.7, 55.8], "aarhus": [9.9, 56.1, 10.3, 56.2]}
 
 
@@ -108,7 +106,13 @@ def agent_on(
 
 async def _mcp_tools() -> list[BaseTool]:
     client = MultiServerMCPClient(
-        {"gazet": {"command": sys.executable, "args": [str(SERVER)], "transport": "stdio"}}
+        {
+            "gazet": {
+                "command": sys.executable,
+                "args": ["-m", "mcp_state_versions.gazetteer"],
+                "transport": "stdio",
+            }
+        }
     )
     return await client.get_tools()
 

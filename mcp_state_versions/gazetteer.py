@@ -1,8 +1,8 @@
 """An example MCP server: a tiny gazetteer whose get_aoi returns structured content.
 
-Run it over stdio (what the agent's MCP client does)::
+Run it over stdio (what the agent's MCP client does), from anywhere the library is installed::
 
-    python examples/gazetteer_server.py
+    python -m mcp_state_versions.gazetteer
 
 Its structured result (``bbox``, ``name``, ``country``) is what
 :func:`mcp_state_versions.mcp_servers.load_publishing_tools` publishes into ``tool_state`` as

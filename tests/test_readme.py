@@ -1,0 +1,101 @@
+"""Every code block in the README runs as written.
+
+* ``python`` blocks run as scripts, each in a fresh interpreter in an empty directory;
+* the first two ``sh`` blocks are the install commands: they must be exactly what ``.ci/run``
+  runs (the test command) and what a newcomer runs for the demo (whose ``demo`` part runs here);
+* the Agent Server ``sh`` block is what ``tests/test_agent_server.py`` does; its commands must
+  name the same requirements file and flags;
+* the other ``sh`` blocks run, in order, as one bash script in a directory where nothing exists
+  yet, with this environment's console script on ``PATH``;
+* the ``json`` block is ``examples/agent_server/langgraph.json``;
+* ``text`` blocks are the demo's output, and must still be what it prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"^```(\w+)\n(.*?)^```", README, flags=re.S | re.M)
+
+
+def blocks(kind: str) -> list[str]:
+    return [body for lang, body in BLOCKS if lang == kind]
+
+
+def _env() -> dict[str, str]:
+    bin_dir = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "120"}
+
+
+def _run(command: list[str], cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env()
+    )
+
+
+@pytest.mark.parametrize("source", blocks("python"), ids=lambda s: s.splitlines()[0][:40])
+def test_python_blocks_run(source: str, tmp_path: Path) -> None:
+    done = _run([sys.executable, "-c", source], tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_install_commands_are_what_ci_and_a_newcomer_run(tmp_path: Path) -> None:
+    demo, tests = blocks("sh")[:2]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert tests.strip() in ci, "the README's test command must be the one .ci/run runs"
+    assert demo.strip().startswith("python3 -m venv .venv && .venv/bin/pip install -q -e . && ")
+    done = subprocess.run(
+        ["mcp-state-versions", "demo"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "demo.sqlite").exists()
+
+
+def test_the_agent_server_block_is_what_its_test_runs() -> None:
+    from .test_agent_server import EXAMPLE
+
+    (block,) = [b for b in blocks("sh") if "langgraph dev" in b]
+    assert f"-r {EXAMPLE.relative_to(ROOT)}/requirements.txt" in block
+    assert '-e ".[agents,api]"' in block and "--no-browser --no-reload" in block
+
+
+def test_the_operator_blocks_run_in_order(tmp_path: Path) -> None:
+    script = "\n".join(body for body in blocks("sh")[2:] if "langgraph dev" not in body)
+    done = _run(["bash", "-euo", "pipefail", "-c", script], tmp_path, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"value":[12.4,55.5,12.7,55.8]' in done.stdout  # the curl of ?turn=1
+    assert "removed" in done.stdout and "rewritten" in done.stdout
+
+
+def test_the_json_block_is_the_example_server_config() -> None:
+    (block,) = blocks("json")
+    example = json.loads((ROOT / "examples" / "agent_server" / "langgraph.json").read_text())
+    assert json.loads(block) == example
+
+
+def test_the_text_blocks_are_what_the_demo_prints(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["mcp-state-versions", "demo", "--db", str(tmp_path / "d.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
+    printed = done.stdout
+    for block in blocks("text"):
+        for line in block.splitlines():
+            assert line.rstrip() in printed, line
