@@ -21,7 +21,18 @@ from mcp_state_versions.checkpointers import open_checkpointer
 from .common import KEY, agent, expected, full_walk_read, without_ring_values
 
 
+def _reset_peak() -> None:
+    """Start the peak from now: a child's ``ru_maxrss`` starts at its parent's peak (Linux
+    carries it across fork), so the kernel's own high-water mark is reset instead."""
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+
 def _peak_kb() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
@@ -33,6 +44,7 @@ async def _child(spec: str, thread_id: str, turn: int, method: str) -> dict[str,
         assert present is not None
         total = present.turn
         entries = {**present.tool_state, KEY: without_ring_values(present.tool_state[KEY])}
+        _reset_peak()
         idle = _peak_kb()
         if method == "walk":
             answer = await resolve_turn(

@@ -63,11 +63,16 @@ def _hint(link: Link) -> float | None:
     trusted and is read. A hint only steers the search; the answer is confirmed against the
     clocks it lands on.
     """
-    if link.stamped_turn is None or link.source not in ("input", "loop"):
+    stamp = link.stamped_turn
+    if (
+        not isinstance(stamp, int)
+        or isinstance(stamp, bool)
+        or link.source not in ("input", "loop")
+    ):
         return None
     if link.source == "input":
-        return link.stamped_turn - 1 + END_OF_TURN
-    return float(link.stamped_turn)
+        return stamp - 1 + END_OF_TURN
+    return float(stamp)
 
 
 class _Chain:

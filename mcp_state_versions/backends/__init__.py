@@ -32,7 +32,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ..state import TURN_METADATA_KEY
 
-__all__ = ["Backend", "Link", "NeedsAsync", "backend_for", "run_sync"]
+__all__ = ["UNREAD", "Backend", "Link", "NeedsAsync", "backend_for", "run_sync"]
 
 T = TypeVar("T")
 
@@ -44,16 +44,30 @@ class NeedsAsync(RuntimeError):
 class Link(NamedTuple):
     """One checkpoint of a chain, without its values.
 
-    ``stamped_turn`` and ``source`` come from metadata (``None`` when absent, or not read yet:
-    ``metadata_read`` is false where a backend defers reading them). A tuple, because a
-    lineage is thousands of them, built from database rows as they come.
+    ``stamped_turn`` and ``source`` come from metadata (``None`` when absent; ``source`` is
+    :data:`UNREAD` where a backend defers reading them). The stamp is whatever metadata holds:
+    readers check it is an int before using it. A tuple, because a lineage is thousands of
+    them, made from database rows as they come (:meth:`from_rows`, no per-row work).
     """
 
     checkpoint_id: str
     parent_id: str | None
     stamped_turn: int | None
     source: str | None
-    metadata_read: bool = True
+
+    @property
+    def metadata_read(self) -> bool:
+        return self.source is not UNREAD
+
+    @classmethod
+    def from_rows(cls, rows: Any) -> list[Link]:
+        """Links from ``(id, parent, stamp, source)`` rows, without a call per row."""
+        make = tuple.__new__
+        return [make(cls, row) for row in rows]
+
+
+UNREAD: Any = "\x00unread"
+"""The ``source`` of a link whose metadata a backend has not read yet."""
 
 
 class Backend:

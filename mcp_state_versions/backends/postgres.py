@@ -25,10 +25,12 @@ __all__ = ["PostgresBackend", "postgres_backend"]
 def _lineage_sql() -> str:
     from ..state import TURN_METADATA_KEY
 
-    stamp = f"metadata ->> '{TURN_METADATA_KEY}'"
+    stamp = f"metadata -> '{TURN_METADATA_KEY}'"
+    # An integer stamp comes back as an int; anything else as None (never an error).
     return (
         "SELECT checkpoint_id, parent_checkpoint_id, "
-        f"CASE WHEN {stamp} ~ '^[0-9]{{1,9}}$' THEN ({stamp})::int END, "
+        f"CASE WHEN jsonb_typeof({stamp}) = 'number' AND abs(({stamp})::numeric) < 1e9 "
+        f"THEN round(({stamp})::numeric)::int END, "
         "metadata ->> 'source' "
         "FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s"
     )
@@ -90,7 +92,7 @@ class PostgresBackend(Backend):
 
     async def lineage(self, thread_id: str, namespace: str) -> list[Link]:
         rows = await self._rows(_lineage_sql(), (thread_id, namespace))
-        return [Link(*row) for row in rows]
+        return Link.from_rows(rows)
 
     async def head(self, thread_id: str, namespace: str) -> str | None:
         rows = await self._rows(_HEAD_SQL, (thread_id, namespace))

@@ -22,7 +22,7 @@ from typing import Any
 
 import ormsgpack
 
-from . import Backend, Link, NeedsAsync
+from . import UNREAD, Backend, Link, NeedsAsync
 
 __all__ = ["INDEX_NAME", "SqliteBackend", "sqlite_backend"]
 
@@ -120,14 +120,9 @@ class SqliteBackend(Backend):
     async def lineage(self, thread_id: str, namespace: str) -> list[Link]:
         if await self._indexed():
             rows = await self._rows(_lineage_sql(), (thread_id, namespace))
-            return [
-                Link(*row)
-                if _is_int(row[2]) or row[2] is None
-                else Link(row[0], row[1], None, row[3])
-                for row in rows
-            ]
+            return Link.from_rows(rows)
         rows = await self._rows(_IDS_SQL, (thread_id, namespace))
-        return [Link(row[0], row[1], None, None, metadata_read=False) for row in rows]
+        return [Link(row[0], row[1], None, UNREAD) for row in rows]
 
     async def stamp(self, thread_id: str, namespace: str, link: Link) -> Link:
         from ..state import TURN_METADATA_KEY
