@@ -44,7 +44,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .backends import Backend, Link, backend_for
-from .clock import END_OF_TURN, clock_of, current_turn, position
+from .clock import END_OF_TURN, current_turn, position, turn_of_tool_state
 from .history import ThreadPresent, TurnIndex, TurnSnapshot, gallop
 from .state import StateEntry, is_entry
 
@@ -111,7 +111,7 @@ class _Chain:
             if hint is not None:
                 return hint
         tool_state = await self.tool_state(index)
-        if clock_of(tool_state) is not None and clock_of(tool_state).get("turn") is not None:
+        if turn_of_tool_state(tool_state) is not None:
             found = position({"tool_state": tool_state})
         else:  # no clock in this checkpoint: count its human messages (the fallback)
             values = await self._backend.values(
@@ -195,7 +195,7 @@ class CheckpointHistory:
             return None
         _, tool_state = await self.backend.tool_state(thread_id, self.namespace, head)
         values: Mapping[str, Any] = {"tool_state": tool_state}
-        if clock_of(tool_state) is None or clock_of(tool_state).get("turn") is None:
+        if turn_of_tool_state(tool_state) is None:
             values = await self.backend.values(thread_id, self.namespace, head) or {}
         return ThreadPresent(tool_state=values.get("tool_state") or {}, turn=current_turn(values))
 

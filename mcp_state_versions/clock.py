@@ -149,14 +149,14 @@ def position(values: Mapping[str, Any]) -> float:
     the end of turn N as the newest checkpoint at or below ``N + 0.25``. For a state without a
     clock it is the human-message count (the fallback for threads older than the clock).
     """
-    record = clock_of(values.get("tool_state"))
-    if record is not None:
-        turn = record.get("turn")
-        if isinstance(turn, int) and not isinstance(turn, bool):
-            if record.get("open"):
-                return float(turn)
-            return turn + (0.5 if record.get("late") else 0.25)
-    return float(count_turns(values.get("messages")))
+    tool_state = values.get("tool_state")
+    turn = turn_of_tool_state(tool_state)
+    if turn is None:
+        return float(count_turns(values.get("messages")))
+    record = clock_of(tool_state) or {}
+    if record.get("open"):
+        return float(turn)
+    return turn + (0.5 if record.get("late") else 0.25)
 
 
 END_OF_TURN = 0.25

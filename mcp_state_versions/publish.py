@@ -104,8 +104,9 @@ def breadcrumb(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) ->
     replace a value an earlier turn ended with, which values are too large to keep, and, when
     other calls to the same tool run in this step, whose value the keys keep."""
     state = runtime.state
-    dropped = _not_kept(writes, state)
-    kept = {key: write for key, write in writes.items() if key not in dropped}
+    identities = {key: canonical(write["value"]) for key, write in writes.items()}
+    dropped = _not_kept(identities, state)
+    kept = {key: identities[key] for key in writes if key not in dropped}
     parts = [f"[state updated: {_described(kept, state, current_turn(state))}]" if kept else ""]
     if dropped:
         budget = _budget(state)
@@ -124,12 +125,13 @@ def _budget(state: Any) -> int:
     return budget if isinstance(budget, int) and budget > 0 else DEFAULT_BUDGET_BYTES
 
 
-def _not_kept(writes: Mapping[str, Mapping[str, Any]], state: Any) -> list[str]:
+def _not_kept(identities: Mapping[str, tuple[str, int]], state: Any) -> list[str]:
     """The keys the reducer will store evicted: it keeps an update's values in order while
-    they fit in the budget (everything else gives way first), and no further."""
+    they fit in the budget (everything else gives way first), and no further.
+
+    ``identities`` maps each key written to its value's ``(digest, size)``."""
     budget, held, dropped = _budget(state), 0, []
-    for key, write in writes.items():
-        size = canonical(write["value"])[1]
+    for key, (_, size) in identities.items():
         if held + size <= budget:
             held += size
         else:
@@ -154,27 +156,24 @@ def _require_channel(state: Any) -> None:
         )
 
 
-def _described(writes: Mapping[str, Mapping[str, Any]], state: Any, turn: int) -> str:
-    """The keys written, saying which replace a value that an earlier turn ended with."""
+def _described(identities: Mapping[str, tuple[str, int]], state: Any, turn: int) -> str:
+    """The keys written (with their values' ``(digest, size)``), saying which replace a value
+    that an earlier turn ended with."""
     present = entries_of(state_field(state, "tool_state"))
     replaced: dict[str, int] = {}
-    for key, write in writes.items():
+    for key, (digest, _) in identities.items():
         entry = present.get(key)
         since = entry.get("since") if isinstance(entry, Mapping) else None
-        if (
-            isinstance(since, int)
-            and since < turn
-            and entry.get("digest") != canonical(write["value"])[0]
-        ):
+        if isinstance(since, int) and since < turn and entry.get("digest") != digest:
             replaced[key] = since
-    if len(replaced) == len(writes) and len(set(replaced.values())) == 1:
+    if len(replaced) == len(identities) and len(set(replaced.values())) == 1:
         since = next(iter(replaced.values()))
-        what = "the value it held" if len(writes) == 1 else "each replaces the value it held"
-        verb = "replaces " if len(writes) == 1 else ""
-        return f"{', '.join(writes)} — {verb}{what} since turn {since}"
+        what = "the value it held" if len(identities) == 1 else "each replaces the value it held"
+        verb = "replaces " if len(identities) == 1 else ""
+        return f"{', '.join(identities)} — {verb}{what} since turn {since}"
     return ", ".join(
         f"{key} (replaces the value it held since turn {replaced[key]})" if key in replaced else key
-        for key in writes
+        for key in identities
     )
 
 

@@ -205,7 +205,8 @@ def make_merge_tool_state(
             if key == CLOCK_KEY:
                 books = _join_clock(books, raw)
                 continue
-            previous = merged.get(key)
+            before = merged.get(key)
+            previous = before
             if previous is not None and not is_entry(previous):
                 previous = _adopt(previous, _placement(books, None))
             if whole and is_entry(raw):
@@ -230,7 +231,6 @@ def make_merge_tool_state(
                     policy=policy,
                 )
                 entry.pop("evicted", None)  # a fresh dict: it holds a value again
-            before = merged.get(key)
             books["bytes"] += entry["bytes"] - (before["bytes"] if is_entry(before) else 0)
             books["seq"] = max(books["seq"], entry["seq"])
             books["newest"] = max(books["newest"], entry["turn"])

@@ -155,6 +155,20 @@ class Backend:
         return await self.saver.aget_tuple(config)  # type: ignore[arg-type]
 
 
+class SqlBackend(Backend):
+    """A backend over a SQL saver: a subclass runs its queries in :meth:`_rows` (its driver,
+    its placeholders) and names the one that finds a namespace's newest checkpoint."""
+
+    head_sql: str
+
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        raise NotImplementedError
+
+    async def head(self, thread_id: str, namespace: str) -> str | None:
+        rows = await self._rows(self.head_sql, (thread_id, namespace))
+        return rows[0][0] if rows else None
+
+
 def _stamp(metadata: Mapping[str, Any]) -> int | None:
     value = metadata.get(TURN_METADATA_KEY)
     return value if isinstance(value, int) and not isinstance(value, bool) else None

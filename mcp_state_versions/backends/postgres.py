@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from . import Backend, Link, NeedsAsync
+from . import Link, NeedsAsync, SqlBackend
 
 __all__ = ["PostgresBackend", "postgres_backend"]
 
@@ -61,8 +61,10 @@ _DELETE_UNUSED_BLOBS = (
 )
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(SqlBackend):
     """:class:`~mcp_state_versions.backends.Backend` over either PostgreSQL saver."""
+
+    head_sql = _HEAD_SQL
 
     def __init__(self, saver: Any, *, sync: bool, native_sync: bool) -> None:
         super().__init__(saver, sync=sync)
@@ -93,10 +95,6 @@ class PostgresBackend(Backend):
     async def lineage(self, thread_id: str, namespace: str) -> list[Link]:
         rows = await self._rows(_lineage_sql(), (thread_id, namespace))
         return Link.from_rows(rows)
-
-    async def head(self, thread_id: str, namespace: str) -> str | None:
-        rows = await self._rows(_HEAD_SQL, (thread_id, namespace))
-        return rows[0][0] if rows else None
 
     async def tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str

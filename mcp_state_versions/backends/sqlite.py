@@ -22,7 +22,7 @@ from typing import Any
 
 import ormsgpack
 
-from . import UNREAD, Backend, Link, NeedsAsync
+from . import UNREAD, Link, NeedsAsync, SqlBackend
 
 __all__ = ["INDEX_NAME", "SqliteBackend", "sqlite_backend"]
 
@@ -71,8 +71,10 @@ def _skip_ext(code: int, data: bytes) -> None:
     return None
 
 
-class SqliteBackend(Backend):
+class SqliteBackend(SqlBackend):
     """:class:`~mcp_state_versions.backends.Backend` over either SQLite saver."""
+
+    head_sql = _HEAD_SQL
 
     def __init__(self, saver: Any, *, sync: bool, native_sync: bool) -> None:
         super().__init__(saver, sync=sync)
@@ -137,10 +139,6 @@ class SqliteBackend(Backend):
             return link
         stamp, source = rows[0]
         return Link(link.checkpoint_id, link.parent_id, stamp if _is_int(stamp) else None, source)
-
-    async def head(self, thread_id: str, namespace: str) -> str | None:
-        rows = await self._rows(_HEAD_SQL, (thread_id, namespace))
-        return rows[0][0] if rows else None
 
     async def tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str
