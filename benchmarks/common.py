@@ -12,7 +12,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -105,6 +105,22 @@ async def timed(fn: Callable[[], Awaitable[Any]], repeat: int) -> dict[str, floa
         await fn()
         samples.append((time.perf_counter() - start) * 1000)
     return summary(samples)
+
+
+async def timed_side_by_side(
+    fns: Mapping[str, Callable[[], Awaitable[Any]]], repeat: int
+) -> dict[str, dict[str, float]]:
+    """As :func:`timed` for several ``fns`` at once, run in turn within each repetition (the
+    order rotating), so whatever else the machine does weighs on all of them alike and their
+    ratio is not skewed by when each happened to run."""
+    names = list(fns)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for rep in range(repeat):
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+            start = time.perf_counter()
+            await fns[name]()
+            samples[name].append((time.perf_counter() - start) * 1000)
+    return {name: summary(samples[name]) for name in names}
 
 
 def timed_sync(fn: Callable[[], Any], repeat: int, *, unit: float = 1000) -> dict[str, float]:

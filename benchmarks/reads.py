@@ -30,6 +30,7 @@ from .common import (
     opened,
     progress,
     timed,
+    timed_side_by_side,
     without_ring_values,
 )
 
@@ -83,8 +84,7 @@ async def measure(
                 assert await floor() == want
                 result: dict[str, Any] = {
                     "ring": await timed(ring, repeat * 4) if in_ring else None,
-                    "walk": await timed(walk, repeat),
-                    "limit": await timed(floor, repeat),
+                    **await timed_side_by_side({"walk": walk, "limit": floor}, repeat),
                 }
                 if length <= BASELINE_MAX_TURNS:
                     if baseline_ms is None:

@@ -1,8 +1,8 @@
 """``inspect_state`` through a real ``ToolNode``, against the cheapest tool LangChain can run.
 
-The floor is a tool with the same arguments (``key``, ``runtime``, ``pattern``, ``path``,
-``turn``, ``versions``) that returns a constant: whatever it costs is LangChain's and LangGraph's
-own price for a tool call (argument validation, runtime injection, the message). Both run in the
+The floor is a tool with the same arguments (``key``, ``runtime``, ``pattern``, ``path``, ``turn``,
+``versions``), declared the same way, that returns a constant: whatever it costs is LangChain's
+and LangGraph's own price for a tool call (argument validation, runtime injection, the message). Both run in the
 same one-node graph with the same state, so the ratio is what the library adds. The listing is
 measured the same way: ``key="*"`` over 40 keys with rewrite markers, against the same listing
 of plain values (nothing to mark).
@@ -18,7 +18,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, ToolRuntime
-from pydantic import Field, WithJsonSchema
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from mcp_state_versions import (
     CLOCK_KEY,
@@ -28,17 +28,28 @@ from mcp_state_versions import (
 )
 from mcp_state_versions.scripted import call
 
-from .common import ratio, timed
+from .common import ratio, timed_side_by_side
 
 
-@tool("inspect_state")
+class _FloorArgs(BaseModel):
+    """inspect_state's arguments, declared apart from the function as inspect_state declares
+    them, so LangChain does not validate and dump the injected runtime (the graph state)."""
+
+    key: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="key")]
+    pattern: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="p")] = None
+    path: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="p")] = None
+    turn: Annotated[Any, WithJsonSchema({"type": "integer"}), Field(description="t")] = None
+    versions: Annotated[Any, WithJsonSchema({"type": "boolean"}), Field(description="v")] = False
+
+
+@tool("inspect_state", args_schema=_FloorArgs)
 def floor(
-    key: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="key")],
+    key: Any,
     runtime: ToolRuntime,
-    pattern: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="p")] = None,
-    path: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="p")] = None,
-    turn: Annotated[Any, WithJsonSchema({"type": "integer"}), Field(description="t")] = None,
-    versions: Annotated[Any, WithJsonSchema({"type": "boolean"}), Field(description="v")] = False,
+    pattern: Any = None,
+    path: Any = None,
+    turn: Any = None,
+    versions: Any = False,
 ) -> str:
     """The cheapest tool with inspect_state's arguments."""
     return "ok"
@@ -97,8 +108,7 @@ async def measure(repeat: int) -> dict[str, Any]:
         return await cheapest.ainvoke(read)
 
     runs = repeat * 20
-    out["ring read"] = await timed(ring_read, runs)
-    out["floor"] = await timed(floor_read, runs)
+    out.update(await timed_side_by_side({"ring read": ring_read, "floor": floor_read}, runs))
     out["ring read ÷ floor"] = ratio(out["ring read"], out["floor"])
     marked, unmarked = _state(versioned, key="*"), _state(plain, key="*")
     assert "rewritten" in str((await inspect_plain.ainvoke(marked))["messages"][-1].content)
@@ -109,7 +119,8 @@ async def measure(repeat: int) -> dict[str, Any]:
     async def plain_listing() -> Any:
         return await inspect_plain.ainvoke(unmarked)
 
-    out["listing"] = await timed(listing, runs)
-    out["plain listing"] = await timed(plain_listing, runs)
+    out.update(
+        await timed_side_by_side({"listing": listing, "plain listing": plain_listing}, runs)
+    )
     out["listing ÷ plain"] = ratio(out["listing"], out["plain listing"])
     return out

@@ -26,7 +26,7 @@ from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, tool
 from langgraph.prebuilt import ToolRuntime
-from pydantic import Field, WithJsonSchema
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from .backends import NeedsAsync, run_sync
 from .clock import current_turn, entries_of, state_field
@@ -444,6 +444,44 @@ def _versions(
     return "\n".join(lines)
 
 
+class _InspectStateArgs(BaseModel):
+    """The arguments the model gives ``inspect_state``, as its schema shows them.
+
+    Declared apart from the function so that the injected ``runtime`` is not part of it:
+    LangChain validates and then dumps every field of a tool's argument schema on each call,
+    and a ``runtime`` field would have it walk the whole graph state, session state included,
+    every time the model reads a key. ``runtime`` is injected from the function's signature
+    either way. Every field is typed ``Any`` so that a malformed value reaches the tool, which
+    answers it in words (see :func:`_parse_turn`), instead of failing validation.
+    """
+
+    key: Annotated[
+        Any,
+        WithJsonSchema({"type": "string"}),
+        Field(description='A state key such as "gazet/get_aoi/bbox", or "*" to list keys.'),
+    ]
+    pattern: Annotated[
+        Any,
+        WithJsonSchema({"type": "string"}),
+        Field(description="Regular expression; only matching 'path = value' lines return."),
+    ] = None
+    path: Annotated[
+        Any,
+        WithJsonSchema({"type": "string"}),
+        Field(description="Part of the value to read, e.g. features[0].name."),
+    ] = None
+    turn: Annotated[
+        Any,
+        WithJsonSchema({"type": "integer", "minimum": 1}),
+        Field(description="Read the value as it stood at the end of this turn (1 = first)."),
+    ] = None
+    versions: Annotated[
+        Any,
+        WithJsonSchema({"type": "boolean"}),
+        Field(description="List every value the key has held, with its turns."),
+    ] = False
+
+
 def make_inspect_state(
     allowed_keys: Sequence[str] | None = None,
     history: HistoryOption = AUTO,
@@ -458,34 +496,14 @@ def make_inspect_state(
     thread is the one in the tool call's config (``configurable.thread_id``).
     """
 
-    @tool("inspect_state", description=INSPECT_STATE_DESCRIPTION)
+    @tool("inspect_state", description=INSPECT_STATE_DESCRIPTION, args_schema=_InspectStateArgs)
     async def inspect_state(
-        key: Annotated[
-            Any,
-            WithJsonSchema({"type": "string"}),
-            Field(description='A state key such as "gazet/get_aoi/bbox", or "*" to list keys.'),
-        ],
+        key: Any,
         runtime: ToolRuntime,
-        pattern: Annotated[
-            Any,
-            WithJsonSchema({"type": "string"}),
-            Field(description="Regular expression; only matching 'path = value' lines return."),
-        ] = None,
-        path: Annotated[
-            Any,
-            WithJsonSchema({"type": "string"}),
-            Field(description="Part of the value to read, e.g. features[0].name."),
-        ] = None,
-        turn: Annotated[
-            Any,
-            WithJsonSchema({"type": "integer", "minimum": 1}),
-            Field(description="Read the value as it stood at the end of this turn (1 = first)."),
-        ] = None,
-        versions: Annotated[
-            Any,
-            WithJsonSchema({"type": "boolean"}),
-            Field(description="List every value the key has held, with its turns."),
-        ] = False,
+        pattern: Any = None,
+        path: Any = None,
+        turn: Any = None,
+        versions: Any = False,
     ) -> str:
         return await reads(runtime, key, pattern, path, turn, versions, sync=False)
 
