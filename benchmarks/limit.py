@@ -22,8 +22,9 @@ from .common import KEY
 def _end_of_turn(rows: list[tuple[str, str | None, Any, Any]], turn: int) -> str | None:
     by_id = {row[0]: row for row in rows}
     link = by_id.get(max(by_id)) if by_id else None
+    stamps = (turn, str(turn))  # SQLite and the in-memory saver give an int, PostgreSQL text
     while link is not None:
-        if link[3] == "loop" and link[2] == turn:
+        if link[3] == "loop" and link[2] in stamps:
             return link[0]  # the newest checkpoint of that turn's run: its end
         link = by_id.get(link[1]) if link[1] else None
     return None
@@ -40,11 +41,11 @@ async def read(saver: Any, backend: str, thread_id: str, turn: int) -> Any:
 async def _postgres(saver: Any, thread_id: str, turn: int) -> Any:
     from psycopg.rows import tuple_row
 
-    stamp = f"metadata ->> '{TURN_METADATA_KEY}'"
     async with saver._cursor() as cursor:
         cursor.row_factory = tuple_row
-        await cursor.execute(
-            f"SELECT checkpoint_id, parent_checkpoint_id, ({stamp})::int, metadata ->> 'source' "
+        await cursor.execute(  # the stamp as text: no conversion per row on the server
+            f"SELECT checkpoint_id, parent_checkpoint_id, metadata ->> '{TURN_METADATA_KEY}', "
+            "metadata ->> 'source' "
             "FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = ''",
             (thread_id,),
         )

@@ -38,12 +38,13 @@ way the order along the chain is monotone, which is what the binary search needs
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .backends import Backend, Link, backend_for
+from .backends import ID, PARENT, SOURCE, STAMP, UNREAD, Backend, LinkRow, backend_for, stamp_turn
 from .clock import END_OF_TURN, current_turn, position, turn_of_tool_state
 from .history import ThreadPresent, TurnIndex, TurnSnapshot, gallop
 from .state import StateEntry, is_entry
@@ -55,7 +56,7 @@ _RUN_CHECKPOINTER = "__pregel_checkpointer"
 saver compiled, copied in (``graph.copy``) or attached (the Agent Server) is the one here."""
 
 
-def _hint(link: Link) -> float | None:
+def _hint(link: LinkRow) -> float | None:
     """A checkpoint's clock position as its metadata stamp implies, when stamped.
 
     A run's ``input`` checkpoint still holds the end of the previous turn; its ``loop``
@@ -63,26 +64,25 @@ def _hint(link: Link) -> float | None:
     trusted and is read. A hint only steers the search; the answer is confirmed against the
     clocks it lands on.
     """
-    stamp = link.stamped_turn
-    if (
-        not isinstance(stamp, int)
-        or isinstance(stamp, bool)
-        or link.source not in ("input", "loop")
-    ):
+    source = link[SOURCE]
+    if source != "loop" and source != "input":
         return None
-    if link.source == "input":
-        return stamp - 1 + END_OF_TURN
-    return float(stamp)
+    stamp = stamp_turn(link[STAMP])
+    if stamp is None:
+        return None
+    return stamp - 1 + END_OF_TURN if source == "input" else float(stamp)
 
 
 class _Chain:
     """The head's ancestor chain, newest first, with positions read as lazily as possible."""
 
-    def __init__(self, history: CheckpointHistory, thread_id: str, links: list[Link]) -> None:
+    def __init__(
+        self, history: CheckpointHistory, thread_id: str, links: Sequence[LinkRow]
+    ) -> None:
         self._backend = history.backend
         self._namespace = history.namespace
         self._thread_id = thread_id
-        self.links = links
+        self.links = list(links)
         self._positions: dict[int, float] = {}
         self._states: dict[int, Any] = {}
         #: ``tool_state`` channels read (and full loads, for threads older than the clock).
@@ -91,7 +91,7 @@ class _Chain:
     async def tool_state(self, index: int) -> Any:
         if index not in self._states:
             _, value = await self._backend.tool_state(
-                self._thread_id, self._namespace, self.links[index].checkpoint_id
+                self._thread_id, self._namespace, self.links[index][ID]
             )
             self.loads += 1
             self._states[index] = value
@@ -103,7 +103,7 @@ class _Chain:
         if index in self._positions:
             return self._positions[index]
         if trust_stamps:
-            if not self.links[index].metadata_read:
+            if self.links[index][SOURCE] is UNREAD:
                 self.links[index] = await self._backend.stamp(
                     self._thread_id, self._namespace, self.links[index]
                 )
@@ -115,7 +115,7 @@ class _Chain:
             found = position({"tool_state": tool_state})
         else:  # no clock in this checkpoint: count its human messages (the fallback)
             values = await self._backend.values(
-                self._thread_id, self._namespace, self.links[index].checkpoint_id
+                self._thread_id, self._namespace, self.links[index][ID]
             )
             self.loads += 1
             found = position(values or {})
@@ -151,9 +151,10 @@ class _Chain:
     async def index(self) -> TurnIndex:
         if not self.links:
             return TurnIndex(total=0, retained=())
-        # The head's stamp is exact for its turn (a run's checkpoints are stamped with the turn
-        # it opens, its input checkpoint with the turn before), so trusting it saves a read.
-        total = math.floor(await self.position(0))
+        # The head's own clock, not its stamp: metadata is whatever a caller passed, and a
+        # wrong stamp on the head must not change how many turns the thread has had. (The
+        # read is one ``tool_state``, and the one a recent turn's answer reads anyway.)
+        total = math.floor(await self.position(0, trust_stamps=False))
         # The oldest checkpoint left says where retention begins: a whole chain starts before
         # any turn; a pruned one starts inside the first turn it kept, or just after the turn
         # before it ended. (A parent link to a deleted checkpoint is no signal: some savers
@@ -243,7 +244,7 @@ class CheckpointHistory:
 
     async def branch_checkpoint_ids(self, thread_id: str) -> list[str]:
         """The checkpoints of the thread's current branch, newest (the head) first."""
-        return [link.checkpoint_id for link in (await self._chain(thread_id)).links]
+        return [link[ID] for link in (await self._chain(thread_id)).links]
 
     async def checkpoint_ids(self, thread_id: str) -> list[str]:
         """Every checkpoint of the namespace, on any branch, in no set order."""
@@ -257,33 +258,42 @@ class CheckpointHistory:
             chain = _from_head(links)
         return _Chain(self, thread_id, chain)
 
-    async def _walk_links(self, thread_id: str) -> list[Link]:
+    async def _walk_links(self, thread_id: str) -> list[LinkRow]:
         """A saver without a scan: follow parents from the head, one checkpoint at a time."""
-        chain: list[Link] = []
+        chain: list[LinkRow] = []
         checkpoint_id = await self.backend.head(thread_id, self.namespace)
         while checkpoint_id is not None:
             link = await self.backend.parent_of(thread_id, self.namespace, checkpoint_id)
             if link is None:
                 break
             chain.append(link)
-            checkpoint_id = link.parent_id
+            checkpoint_id = link[PARENT]
         return chain
 
 
-def _from_head(links: list[Link]) -> list[Link]:
+def _from_head(links: Sequence[LinkRow]) -> Sequence[LinkRow]:
     """The head's chain out of every checkpoint of a namespace: follow parents from the newest.
 
     Checkpoint ids rise with time, so the newest is the head; whatever a fork abandoned is not
-    on its chain.
+    on its chain. A thread that never forked, listed in time order (as backends list it), is
+    already its chain: every row's parent is its neighbour. That is checked with list
+    comparisons and no Python work per row, because the lineage of a long thread is thousands
+    of rows and this runs on every read beyond the ring. Otherwise parents are followed.
     """
     if not links:
         return []
-    by_id = {link.checkpoint_id: link for link in links}
+    ids = list(map(itemgetter(ID), links))
+    head = max(ids)
+    if ids[0] == head and list(map(itemgetter(PARENT), links[:-1])) == ids[1:]:
+        return links  # newest first
+    if ids[-1] == head and list(map(itemgetter(PARENT), links[1:])) == ids[:-1]:
+        return links[::-1]  # oldest first
+    by_id = dict(zip(ids, links))
     chain = []
-    link: Link | None = by_id[max(by_id)]
+    link: LinkRow | None = by_id[head]
     while link is not None:
         chain.append(link)
-        link = by_id.get(link.parent_id) if link.parent_id else None
+        link = by_id.get(link[PARENT]) if link[PARENT] else None
     return chain
 
 

@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from .backends import ID
 from .backends.memory import delete_checkpoints
 from .backends.sqlite import SqliteBackend
 
@@ -137,7 +138,7 @@ async def prune_thread(
         raise ValueError("say what to prune: keep_turns=N, drop_abandoned=True, or both")
     history = CheckpointHistory(saver)
     chain = await history._chain(thread_id)
-    on_branch = [link.checkpoint_id for link in chain.links]
+    on_branch = [link[ID] for link in chain.links]
     doomed: list[str] = []
     if keep_turns is not None and chain.links:
         total = math.floor(await chain.position(0, trust_stamps=False))

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from mcp_state_versions.agent import run_turn
-from mcp_state_versions.checkpoint_walk import CheckpointHistory
+from mcp_state_versions.backends import stamp_turn
+from mcp_state_versions.checkpoint_walk import CheckpointHistory, _from_head
 from mcp_state_versions.demo import GAZETTEER
 from mcp_state_versions.history import Found, KeyNotSetYet, NeverHappened, NotRetained
 from mcp_state_versions.retention import PruningInMemorySaver, prune_thread
@@ -255,3 +256,55 @@ async def test_the_walk_loads_a_logarithmic_number_of_checkpoints() -> None:
         snapshot = await history.tool_state_at(thread, 1)
         assert snapshot.tool_state[BBOX]["value"] == CPH
         assert CountingSaver.loads <= budget, (thread, CountingSaver.loads)
+
+
+async def test_stamps_that_name_no_turn_or_the_wrong_one_change_no_answer(
+    saver: Any, thread_id: str
+) -> None:
+    """Turn stamps are run metadata, which callers write: text, booleans, fractions, objects
+    and wrong turns (the last one on the head) are steered around, on every backend."""
+    agent = agent_on(saver, ring_size=0)
+    config = {"configurable": {"thread_id": thread_id}}
+    plan = [
+        ("find Copenhagen", "one"),
+        ("find Aarhus", True),
+        ("find Oslo", 2.5),
+        ("find Copenhagen", {"turn": 4}),
+        ("find Aarhus", "2"),
+        ("find Oslo", 99),
+    ]
+    for text, stamp in plan:
+        await agent.ainvoke(
+            {"messages": [("user", text)]},
+            {**config, "metadata": {"mcp_state_versions_turn": stamp}},
+        )
+    history = CheckpointHistory(saver)
+    assert (await history.turns(thread_id)).total == len(plan)
+    got = await answers(agent, thread_id, history)
+    assert [plain(a) for a in got] == [
+        ("Found", CPH),
+        ("Found", AAR),
+        ("Found", OSLO),
+        ("Found", CPH),
+        ("Found", AAR),
+        ("Found", OSLO),
+    ]
+
+
+def test_the_chain_is_the_rows_when_unforked_and_follows_parents_otherwise() -> None:
+    linear = [("c3", "c2", 2, "loop"), ("c2", "c1", 1, "loop"), ("c1", None, 1, "input")]
+    assert _from_head(linear) is linear  # taken as it is, no row rebuilt
+    assert _from_head(list(reversed(linear))) == linear  # oldest first
+    assert _from_head([linear[1], linear[0], linear[2]]) == linear  # any order is still correct
+    # c2 was forked from c1 as c4; c3 (on the abandoned branch) is not on the chain.
+    forked = [("c4", "c1", 2, "fork"), *linear]
+    assert [row[0] for row in _from_head(forked)] == ["c4", "c1"]
+    # A pruned chain ends where its oldest remaining parent is gone.
+    assert [row[0] for row in _from_head(linear[:2])] == ["c3", "c2"]
+    assert _from_head([]) == []
+
+
+def test_stamp_turn_reads_ints_and_their_text_only() -> None:
+    assert [stamp_turn(s) for s in (3, "3", "042", 0)] == [3, 3, 42, 0]
+    rejected = (None, True, False, 2.5, "2.5", "-1", "", "x", "１", "1" * 10, {"turn": 1}, [1])
+    assert [stamp_turn(s) for s in rejected] == [None] * len(rejected)

@@ -32,7 +32,20 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ..state import TURN_METADATA_KEY
 
-__all__ = ["UNREAD", "Backend", "Link", "NeedsAsync", "backend_for", "run_sync"]
+__all__ = [
+    "ID",
+    "PARENT",
+    "SOURCE",
+    "STAMP",
+    "UNREAD",
+    "Backend",
+    "Link",
+    "LinkRow",
+    "NeedsAsync",
+    "backend_for",
+    "run_sync",
+    "stamp_turn",
+]
 
 T = TypeVar("T")
 
@@ -42,32 +55,47 @@ class NeedsAsync(RuntimeError):
 
 
 class Link(NamedTuple):
-    """One checkpoint of a chain, without its values.
+    """One checkpoint of a chain, without its values: the shape of a lineage row.
 
-    ``stamped_turn`` and ``source`` come from metadata (``None`` when absent; ``source`` is
-    :data:`UNREAD` where a backend defers reading them). The stamp is whatever metadata holds:
-    readers check it is an int before using it. A tuple, because a lineage is thousands of
-    them, made from database rows as they come (:meth:`from_rows`, no per-row work).
+    A lineage is thousands of links, so backends return their database rows as they come,
+    plain tuples in this field order, and nobody builds an object per row: the walk reads them
+    by position (:data:`ID`, :data:`PARENT`, :data:`STAMP`, :data:`SOURCE`). This class names
+    the fields and makes the single links a backend builds itself.
+
+    ``stamp`` is the turn stamp as the storage returns it (an int, or its text where a database
+    hands JSON values back as text; ``None`` when absent). Only the few links a search looks at
+    are interpreted, by :func:`stamp_turn`. ``source`` is the metadata's ``source``, or
+    :data:`UNREAD` where a backend defers reading metadata (:meth:`Backend.stamp`).
     """
 
     checkpoint_id: str
     parent_id: str | None
-    stamped_turn: int | None
+    stamp: Any
     source: str | None
 
-    @property
-    def metadata_read(self) -> bool:
-        return self.source is not UNREAD
 
-    @classmethod
-    def from_rows(cls, rows: Any) -> list[Link]:
-        """Links from ``(id, parent, stamp, source)`` rows, without a call per row."""
-        make = tuple.__new__
-        return [make(cls, row) for row in rows]
+ID, PARENT, STAMP, SOURCE = range(4)
+"""Positions of a lineage row's fields (see :class:`Link`)."""
 
+LinkRow = tuple[Any, ...]
+"""A lineage row: a :class:`Link` or a database row of the same shape."""
 
 UNREAD: Any = "\x00unread"
 """The ``source`` of a link whose metadata a backend has not read yet."""
+
+
+def stamp_turn(stamp: Any) -> int | None:
+    """The turn a raw stamp names, or ``None`` when it names none (absent, not an integer).
+
+    Accepts an int, or the decimal text of one (how PostgreSQL returns a JSON number as
+    text): reading it as text lets the lineage query return every row without converting, or
+    failing on, a stamp someone else wrote into metadata.
+    """
+    if type(stamp) is int:
+        return stamp
+    if isinstance(stamp, str) and 0 < len(stamp) <= 9 and stamp.isascii() and stamp.isdigit():
+        return int(stamp)
+    return None
 
 
 class Backend:
@@ -75,17 +103,21 @@ class Backend:
 
     ``lineage`` may return ``None`` (no cheap scan): the walk then follows parents with
     :meth:`parent_of`. The defaults go through the saver's public API.
+
+    A lineage is cheapest to walk in time order, newest or oldest first: a thread that never
+    forked is then its own chain, and the walk takes the rows as they are (it checks that with
+    two list comparisons and follows parents otherwise, so any order is still correct).
     """
 
     def __init__(self, saver: BaseCheckpointSaver, *, sync: bool = False) -> None:
         self.saver = saver
         self.sync = sync
 
-    async def lineage(self, thread_id: str, namespace: str) -> list[Link] | None:
-        """Every checkpoint of the namespace, any branch, any order; ``None``: no scan."""
+    async def lineage(self, thread_id: str, namespace: str) -> Sequence[LinkRow] | None:
+        """Every checkpoint of the namespace, any branch, best in time order; ``None``: no scan."""
         return None
 
-    async def stamp(self, thread_id: str, namespace: str, link: Link) -> Link:
+    async def stamp(self, thread_id: str, namespace: str, link: LinkRow) -> LinkRow:
         """``link`` with its metadata read (for backends whose lineage defers it)."""
         return link
 
@@ -101,12 +133,7 @@ class Backend:
             return None
         parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
         metadata = found.metadata or {}
-        return Link(
-            checkpoint_id,
-            parent,
-            _stamp(metadata),
-            metadata.get("source"),
-        )
+        return Link(checkpoint_id, parent, metadata.get(TURN_METADATA_KEY), metadata.get("source"))
 
     async def tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str
@@ -128,7 +155,7 @@ class Backend:
         """Every checkpoint id of the namespace, on any branch."""
         links = await self.lineage(thread_id, namespace)
         if links is not None:
-            return [link.checkpoint_id for link in links]
+            return [link[ID] for link in links]
         config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
         if self.sync:
             return [c.config["configurable"]["checkpoint_id"] for c in self.saver.list(config)]
@@ -167,11 +194,6 @@ class SqlBackend(Backend):
     async def head(self, thread_id: str, namespace: str) -> str | None:
         rows = await self._rows(self.head_sql, (thread_id, namespace))
         return rows[0][0] if rows else None
-
-
-def _stamp(metadata: Mapping[str, Any]) -> int | None:
-    value = metadata.get(TURN_METADATA_KEY)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def backend_for(saver: BaseCheckpointSaver, *, sync: bool = False) -> Backend:

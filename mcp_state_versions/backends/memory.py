@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import Backend, Link, _stamp
+from ..state import TURN_METADATA_KEY
+from . import Backend, LinkRow
 
 __all__ = ["MemoryBackend"]
 
@@ -22,19 +23,21 @@ class MemoryBackend(Backend):
     def _stored(self, thread_id: str, namespace: str) -> dict[str, Any]:
         return self.saver.storage.get(thread_id, {}).get(namespace, {})  # type: ignore[attr-defined]
 
-    async def lineage(self, thread_id: str, namespace: str) -> list[Link]:
-        # A checkpoint never changes once saved, so its link is parsed once per saver.
+    async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
+        # A checkpoint never changes once saved, so its link is parsed once per saver. The
+        # saver adds checkpoints in the order they are made, so newest first is that reversed.
         cache = self.saver.__dict__.setdefault("_mcp_state_versions_links", {})
         serde = self.saver.serde
         links = []
-        for checkpoint_id, (_, metadata, parent_id) in list(
-            self._stored(thread_id, namespace).items()
+        for checkpoint_id, (_, metadata, parent_id) in reversed(
+            list(self._stored(thread_id, namespace).items())
         ):
             key = (thread_id, namespace, checkpoint_id)
             link = cache.get(key)
             if link is None:
                 meta = serde.loads_typed(metadata) if metadata else {}
-                link = cache[key] = Link(checkpoint_id, parent_id, _stamp(meta), meta.get("source"))
+                stamp = meta.get(TURN_METADATA_KEY)
+                link = cache[key] = (checkpoint_id, parent_id, stamp, meta.get("source"))
             links.append(link)
         return links
 

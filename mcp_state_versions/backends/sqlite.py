@@ -22,7 +22,7 @@ from typing import Any
 
 import ormsgpack
 
-from . import UNREAD, Link, NeedsAsync, SqlBackend
+from . import ID, PARENT, UNREAD, Link, LinkRow, NeedsAsync, SqlBackend
 
 __all__ = ["INDEX_NAME", "SqliteBackend", "sqlite_backend"]
 
@@ -49,13 +49,14 @@ def _lineage_sql() -> str:
         "SELECT checkpoint_id, parent_checkpoint_id, "
         f"json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
         f"json_extract({_META_TEXT}, '$.source') "
-        f"FROM checkpoints INDEXED BY {INDEX_NAME} WHERE thread_id = ? AND checkpoint_ns = ?"
+        f"FROM checkpoints INDEXED BY {INDEX_NAME} WHERE thread_id = ? AND checkpoint_ns = ? "
+        "ORDER BY checkpoint_id DESC"
     )
 
 
 _IDS_SQL = (
     "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
-    "WHERE thread_id = ? AND checkpoint_ns = ?"
+    "WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id DESC"
 )
 _HEAD_SQL = (
     "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
@@ -119,26 +120,25 @@ class SqliteBackend(SqlBackend):
             self.saver._mcp_state_versions_index = state  # type: ignore[attr-defined]
         return bool(state)
 
-    async def lineage(self, thread_id: str, namespace: str) -> list[Link]:
+    async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
         if await self._indexed():
-            rows = await self._rows(_lineage_sql(), (thread_id, namespace))
-            return Link.from_rows(rows)
+            return await self._rows(_lineage_sql(), (thread_id, namespace))
         rows = await self._rows(_IDS_SQL, (thread_id, namespace))
-        return [Link(row[0], row[1], None, UNREAD) for row in rows]
+        return [(row[0], row[1], None, UNREAD) for row in rows]
 
-    async def stamp(self, thread_id: str, namespace: str, link: Link) -> Link:
+    async def stamp(self, thread_id: str, namespace: str, link: LinkRow) -> LinkRow:
         from ..state import TURN_METADATA_KEY
 
         rows = await self._rows(
             f"SELECT json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
             f"json_extract({_META_TEXT}, '$.source') FROM checkpoints "
             "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            (thread_id, namespace, link.checkpoint_id),
+            (thread_id, namespace, link[ID]),
         )
         if not rows:
             return link
         stamp, source = rows[0]
-        return Link(link.checkpoint_id, link.parent_id, stamp if _is_int(stamp) else None, source)
+        return Link(link[ID], link[PARENT], stamp, source)
 
     async def tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str
@@ -183,10 +183,6 @@ class SqliteBackend(SqlBackend):
                 for table in ("writes", "checkpoints")
             ]
         )
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def sqlite_backend(saver: Any, *, sync: bool) -> SqliteBackend | None:
