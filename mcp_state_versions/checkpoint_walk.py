@@ -275,26 +275,35 @@ def _from_head(links: Sequence[LinkRow]) -> Sequence[LinkRow]:
     """The head's chain out of every checkpoint of a namespace: follow parents from the newest.
 
     Checkpoint ids rise with time, so the newest is the head; whatever a fork abandoned is not
-    on its chain. A thread that never forked, listed in time order (as backends list it), is
-    already its chain: every row's parent is its neighbour. That is checked with list
-    comparisons and no Python work per row, because the lineage of a long thread is thousands
-    of rows and this runs on every read beyond the ring. Otherwise parents are followed.
+    on its chain. A thread that never forked, listed newest first, is already its chain: every
+    row's parent is the next row. That is checked with one list comparison, after sorting the
+    rows by id if they came in another order (PostgreSQL returns them as they lie on disk),
+    because the lineage of a long thread is thousands of rows and this runs on every read
+    beyond the ring: both are done in C, not a Python step per row. Otherwise (a fork)
+    parents are followed.
     """
     if not links:
         return []
     ids = list(map(itemgetter(ID), links))
-    head = max(ids)
-    if ids[0] == head and list(map(itemgetter(PARENT), links[:-1])) == ids[1:]:
-        return links  # newest first
-    if ids[-1] == head and list(map(itemgetter(PARENT), links[1:])) == ids[:-1]:
-        return links[::-1]  # oldest first
+    if _unforked(links, ids):
+        return links
+    links = sorted(links, key=itemgetter(ID), reverse=True)
+    ids = list(map(itemgetter(ID), links))
+    if _unforked(links, ids):
+        return links
     by_id = dict(zip(ids, links))
     chain = []
-    link: LinkRow | None = by_id[head]
+    link: LinkRow | None = links[0]
     while link is not None:
         chain.append(link)
         link = by_id.get(link[PARENT]) if link[PARENT] else None
     return chain
+
+
+def _unforked(links: Sequence[LinkRow], ids: list[str]) -> bool:
+    """Whether every row's parent is the next row: then the first row is the head (a child is
+    always newer than its parent) and the rows are its whole chain."""
+    return list(map(itemgetter(PARENT), links[:-1])) == ids[1:]
 
 
 def history_for_run(
