@@ -119,8 +119,6 @@ async def measure(repeat: int) -> dict[str, Any]:
     async def plain_listing() -> Any:
         return await inspect_plain.ainvoke(unmarked)
 
-    out.update(
-        await timed_side_by_side({"listing": listing, "plain listing": plain_listing}, runs)
-    )
+    out.update(await timed_side_by_side({"listing": listing, "plain listing": plain_listing}, runs))
     out["listing ÷ plain"] = ratio(out["listing"], out["plain listing"])
     return out

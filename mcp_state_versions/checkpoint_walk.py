@@ -291,7 +291,7 @@ def _from_head(links: Sequence[LinkRow]) -> Sequence[LinkRow]:
     ids = list(map(itemgetter(ID), links))
     if _unforked(links, ids):
         return links
-    by_id = dict(zip(ids, links))
+    by_id = dict(zip(ids, links, strict=True))
     chain = []
     link: LinkRow | None = links[0]
     while link is not None:
