@@ -209,3 +209,23 @@ async def test_a_history_behind_the_present_counts_the_present_as_retained() -> 
     state = three_turns(ring_size=0)
     text = await ask(state, history=LaggingHistory(), key="k", turn=1)
     assert "Turn 1 is no longer retained" in text and "Retained turns: 2–3" in text
+
+
+def test_the_model_sees_five_arguments_and_the_runtime_is_not_one_of_them() -> None:
+    """The argument schema leaves out the injected runtime, so LangChain does not validate
+    and dump the graph state on each call; the model's view of the tool is unchanged."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    tool = make_inspect_state()
+    assert "runtime" not in tool.args_schema.model_fields
+    assert "runtime" in tool._injected_args_keys
+    parameters = convert_to_openai_tool(tool)["function"]["parameters"]
+    assert parameters["required"] == ["key"]
+    assert {name: spec["type"] for name, spec in parameters["properties"].items()} == {
+        "key": "string",
+        "pattern": "string",
+        "path": "string",
+        "turn": "integer",
+        "versions": "boolean",
+    }
+
