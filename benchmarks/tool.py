@@ -43,7 +43,7 @@ class _FloorArgs(BaseModel):
 
 
 @tool("inspect_state", args_schema=_FloorArgs)
-def floor(
+async def floor(
     key: Any,
     runtime: ToolRuntime,
     pattern: Any = None,
@@ -51,7 +51,8 @@ def floor(
     turn: Any = None,
     versions: Any = False,
 ) -> str:
-    """The cheapest tool with inspect_state's arguments."""
+    """The cheapest tool with inspect_state's arguments (async, as inspect_state is: a sync
+    tool would pay for a thread under ainvoke)."""
     return "ok"
 
 
