@@ -133,6 +133,14 @@ class _Chain:
                 low = middle + 1
         return low if low < len(self.links) else None
 
+    async def end_of_turn_confirmed(self, turn: int) -> int | None:
+        """:meth:`end_of_turn` steered by the stamps, searched again by the clocks alone when
+        the clocks do not confirm where the stamps led (a stamp is only a caller's word)."""
+        found = await self.end_of_turn(turn)
+        if found is not None and not await self.confirmed(found, turn):
+            found = await self.end_of_turn(turn, trust_stamps=False)
+        return found
+
     async def confirmed(self, index: int, turn: int) -> bool:
         """Whether ``index`` really is the end of ``turn``, by the clocks, not the stamps.
 
@@ -212,9 +220,7 @@ class CheckpointHistory:
         index = await chain.index()
         if turn < 1 or turn > index.total:
             return TurnSnapshot(turn=turn, index=index, tool_state=None)
-        found = await chain.end_of_turn(turn)
-        if found is not None and not await chain.confirmed(found, turn):
-            found = await chain.end_of_turn(turn, trust_stamps=False)
+        found = await chain.end_of_turn_confirmed(turn)
         if found is None:
             return TurnSnapshot(turn=turn, index=index, tool_state=None)
         tool_state: Mapping[str, StateEntry] = await chain.tool_state(found) or {}
@@ -232,9 +238,7 @@ class CheckpointHistory:
             chain = await self._chain(thread_id)
 
         async def holds(probe: int) -> bool | None:
-            found = await chain.end_of_turn(probe)
-            if found is not None and not await chain.confirmed(found, probe):
-                found = await chain.end_of_turn(probe, trust_stamps=False)
+            found = await chain.end_of_turn_confirmed(probe)
             if found is None:
                 return None
             entry = (await chain.tool_state(found) or {}).get(key)

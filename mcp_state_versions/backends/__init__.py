@@ -104,9 +104,9 @@ class Backend:
     ``lineage`` may return ``None`` (no cheap scan): the walk then follows parents with
     :meth:`parent_of`. The defaults go through the saver's public API.
 
-    A lineage is cheapest to walk in time order, newest or oldest first: a thread that never
-    forked is then its own chain, and the walk takes the rows as they are (it checks that with
-    two list comparisons and follows parents otherwise, so any order is still correct).
+    A lineage is cheapest to walk newest first: a thread that never forked is then its own
+    chain, and the walk takes the rows as they are. Rows in any other order are sorted by id
+    first, and a forked thread's parents are followed, so any order is still correct.
     """
 
     def __init__(self, saver: BaseCheckpointSaver, *, sync: bool = False) -> None:
@@ -114,7 +114,7 @@ class Backend:
         self.sync = sync
 
     async def lineage(self, thread_id: str, namespace: str) -> Sequence[LinkRow] | None:
-        """Every checkpoint of the namespace, any branch, best in time order; ``None``: no scan."""
+        """Every checkpoint of the namespace, any branch, best newest first; ``None``: no scan."""
         return None
 
     async def stamp(self, thread_id: str, namespace: str, link: LinkRow) -> LinkRow:
