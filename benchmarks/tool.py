@@ -1,11 +1,11 @@
 """``inspect_state`` through a real ``ToolNode``, against the cheapest tool LangChain can run.
 
 The floor is a tool with the same arguments (``key``, ``runtime``, ``pattern``, ``path``, ``turn``,
-``versions``), declared the same way, that returns a constant: whatever it costs is LangChain's
-and LangGraph's own price for a tool call (argument validation, runtime injection, the message). Both run in the
-same one-node graph with the same state, so the ratio is what the library adds. The listing is
-measured the same way: ``key="*"`` over 40 keys with rewrite markers, against the same listing
-of plain values (nothing to mark).
+``versions``), under the very argument schema ``inspect_state`` declares, that returns a
+constant: whatever it costs is LangChain's and LangGraph's own price for a tool call (argument
+validation, runtime injection, the message). Both run in the same one-node graph with the same
+state, so the ratio is what the library adds. The listing is measured the same way: ``key="*"``
+over 40 keys with rewrite markers, against the same listing of plain values (nothing to mark).
 """
 
 # No ``from __future__ import annotations``: the floor is a LangChain tool, and string
@@ -18,7 +18,6 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, ToolRuntime
-from pydantic import BaseModel, Field, WithJsonSchema
 
 from mcp_state_versions import (
     CLOCK_KEY,
@@ -26,23 +25,13 @@ from mcp_state_versions import (
     make_inspect_state,
     make_merge_tool_state,
 )
+from mcp_state_versions.inspect_tool import _InspectStateArgs
 from mcp_state_versions.scripted import call
 
 from .common import ratio, timed_side_by_side
 
 
-class _FloorArgs(BaseModel):
-    """inspect_state's arguments, declared apart from the function as inspect_state declares
-    them, so LangChain does not validate and dump the injected runtime (the graph state)."""
-
-    key: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="key")]
-    pattern: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="p")] = None
-    path: Annotated[Any, WithJsonSchema({"type": "string"}), Field(description="p")] = None
-    turn: Annotated[Any, WithJsonSchema({"type": "integer"}), Field(description="t")] = None
-    versions: Annotated[Any, WithJsonSchema({"type": "boolean"}), Field(description="v")] = False
-
-
-@tool("inspect_state", args_schema=_FloorArgs)
+@tool("inspect_state", args_schema=_InspectStateArgs)
 async def floor(
     key: Any,
     runtime: ToolRuntime,

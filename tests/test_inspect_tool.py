@@ -228,4 +228,3 @@ def test_the_model_sees_five_arguments_and_the_runtime_is_not_one_of_them() -> N
         "turn": "integer",
         "versions": "boolean",
     }
-
