@@ -331,7 +331,20 @@ def _is_whole_state(update: Mapping[str, Any]) -> bool:
     return isinstance(record, Mapping) and "seq" in record and "bytes" in record
 
 
-_ENTRY_INTS = ("seq", "turn", "since", "versions", "size", "bytes")
+_ENTRY_COUNTS = {"seq": 0, "turn": 0, "since": 0, "versions": 1, "size": 0, "bytes": 0}
+"""The integer fields of an entry, with the least value each can hold."""
+
+_RING_ITEM_COUNTS = {"turn": 0, "seq": 0}
+
+
+def _bad_counts(item: Mapping[str, Any], least: Mapping[str, int]) -> list[str]:
+    """The fields of ``item`` that are not integers (``bool`` is not one) of at least their
+    least value."""
+    return [
+        name
+        for name, floor in least.items()
+        if type(value := item.get(name)) is not int or value < floor
+    ]
 
 
 def _whole_entry(key: str, raw: Mapping[str, Any], previous: Any) -> Any:
@@ -339,19 +352,15 @@ def _whole_entry(key: str, raw: Mapping[str, Any], previous: Any) -> Any:
 
     Checked by hand rather than by a model: this runs for every key a subgraph hands back,
     and the entry came from this reducer; the check is only that it has the shape every
-    reader relies on.
+    reader relies on (eviction, for one, orders ring items by their ``seq``).
     """
-    problems = [
-        name
-        for name in _ENTRY_INTS
-        if not isinstance(raw.get(name), int) or isinstance(raw.get(name), bool) or raw[name] < 0
-    ]
+    problems = _bad_counts(raw, _ENTRY_COUNTS)
     if not isinstance(raw.get("digest"), str):
         problems.append("digest")
     ring = raw.get("ring")
     if not isinstance(ring, list) or not all(
         isinstance(item, Mapping)
-        and isinstance(item.get("turn"), int)
+        and not _bad_counts(item, _RING_ITEM_COUNTS)
         and isinstance(item.get("digest"), str)
         for item in ring
     ):

@@ -329,3 +329,39 @@ def test_batching_law_with_the_clock(updates: list[dict[str, Any]], data: st.Dat
     if totals:
         assert totals["bytes"] == sum(e["bytes"] for e in entries_of(batched).values())
         assert totals["seq"] == max((e["seq"] for e in entries_of(batched).values()), default=0)
+
+
+def _two_turns() -> dict[str, Any]:
+    state: dict[str, Any] = {}
+    for turn, value in ((1, "A"), (2, "B")):
+        state = merge_tool_state(
+            state, {CLOCK_KEY: {"turn": turn, "open": True, "message": f"m{turn}"}}
+        )
+        state = merge_tool_state(state, {"k": {"value": value, "tool": "t"}})
+        state = merge_tool_state(
+            state, {CLOCK_KEY: {"turn": turn, "open": False, "seen": f"a{turn}"}}
+        )
+    return state
+
+
+@pytest.mark.parametrize(
+    ("corrupt", "fragment"),
+    [
+        (lambda e: e.update(versions=0), "versions"),
+        (lambda e: e.update(seq=True), "seq"),
+        (lambda e: e.update(since=-1), "since"),
+        (lambda e: e.pop("digest"), "digest"),
+        (lambda e: e["ring"][0].pop("seq"), "ring"),
+        (lambda e: e["ring"][0].update(turn="1"), "ring"),
+        (lambda e: e["ring"][0].update(turn=-1), "ring"),
+        (lambda e: e.update(ring=[5]), "ring"),
+    ],
+)
+def test_a_whole_tool_state_with_a_malformed_entry_is_refused(corrupt: Any, fragment: str) -> None:
+    """A whole tool_state (a subgraph's, say) merges as itself only when each entry has the
+    shape the reducer writes and every reader relies on."""
+    whole = _two_turns()
+    assert merge_tool_state({}, copy.deepcopy(whole)) == whole
+    corrupt(whole["k"])
+    with pytest.raises(ToolStateError, match=f"not one this reducer produced.*{fragment}"):
+        merge_tool_state({}, whole)
