@@ -39,6 +39,7 @@ from .state import (
     make_merge_tool_state,
     make_session_state,
 )
+from .storage import DEFAULT_SNAPSHOT_FREQUENCY
 
 __all__ = [
     "AUTO",
@@ -100,12 +101,14 @@ def build_agent(
     ring_bytes: int = 256 * 1024,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
     reducer: Callable[..., dict[str, Any]] | None = None,
+    snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
 ) -> CompiledStateGraph:
     """A compiled tool-calling agent whose tools publish into versioned ``tool_state``.
 
     ``model`` is any chat model that supports ``bind_tools``. The ring bounds and budget
     configure the ``tool_state`` reducer (:func:`~mcp_state_versions.state.make_merge_tool_state`);
-    ``reducer`` replaces it outright (the benchmarks compare with last-write-wins this way).
+    ``reducer`` replaces it outright. ``tool_state`` is stored as writes with a whole snapshot
+    every ``snapshot_frequency`` updates (:mod:`mcp_state_versions.storage`).
     ``system_prompt`` is prepended to every model call (not stored in state); ``None`` omits it.
 
     The graph is ``open_turn -> agent <-> tools -> close_turn``: the turn clock ticks on each new
@@ -123,8 +126,13 @@ def build_agent(
     async def acall_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         return {"messages": [await bound.ainvoke([*prefix, *state["messages"]], config)]}
 
-    graph = StateGraph(make_session_state(reducer))
-    graph.add_node("open_turn", open_turn)
+    graph = StateGraph(make_session_state(reducer, snapshot_frequency=snapshot_frequency))
+    bounds = getattr(reducer, "bounds", None)
+
+    def open_the_turn(state: dict[str, Any]) -> dict[str, Any]:
+        return open_turn(state, bounds=bounds)
+
+    graph.add_node("open_turn", open_the_turn)
     # Both forms, so the agent runs under invoke() as well as ainvoke()/astream().
     graph.add_node("agent", RunnableLambda(call_model, afunc=acall_model, name="agent"))
     graph.add_node("tools", ToolNode(all_tools))

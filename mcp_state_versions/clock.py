@@ -178,12 +178,21 @@ def _in_root(config: RunnableConfig | None) -> bool:
     return "|" not in namespace
 
 
-def open_turn(state: Any, config: RunnableConfig | None = None) -> dict[str, Any]:
+def open_turn(
+    state: Any, config: RunnableConfig | None = None, *, bounds: Mapping[str, int] | None = None
+) -> dict[str, Any]:
     """Graph node: tick the clock if the newest user message has not been counted yet.
 
     Run it first in a graph (``START -> open_turn -> ...``). It returns an empty update when
     there is nothing to count: no user message, one already counted, or nothing newer than the
     last message of the previous turn. Several user messages sent in one input are one turn.
+
+    ``bounds`` are the reducer's ring and budget bounds (its ``bounds`` attribute), carried in
+    the tick. The reducer records them in state, but a state stored as writes is rebuilt from
+    the writes alone, and before its first snapshot only this write can tell a reader that does
+    not know the graph (the HTTP API, the command line) which bounds to replay them with.
+    ``build_agent`` and ``SessionStateMiddleware`` pass them; a graph using the default reducer
+    needs not.
     """
     messages = list(state_field(state, "messages") or [])
     tool_state = state_field(state, "tool_state")
@@ -205,7 +214,8 @@ def open_turn(state: Any, config: RunnableConfig | None = None) -> dict[str, Any
         # from its human count (the fallback), never behind a turn its entries recorded.
         newest_entry = int(record.get("newest", 0)) if record is not None else 0
         turn = max(count_turns(messages), newest_entry + 1, 1)
-    return {"tool_state": {CLOCK_KEY: {"turn": turn, "open": True, "message": message_id}}}
+    tick = {"turn": turn, "open": True, "message": message_id, **(bounds or {})}
+    return {"tool_state": {CLOCK_KEY: tick}}
 
 
 def close_turn(state: Any, config: RunnableConfig | None = None) -> dict[str, Any]:

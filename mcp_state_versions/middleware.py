@@ -26,7 +26,7 @@ returns the value also as the message's artifact; the value itself is untouched.
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
-from typing import Annotated, Any, NotRequired
+from typing import Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain_core.messages import SystemMessage, ToolMessage
@@ -43,6 +43,7 @@ from .inspect_tool import make_inspect_state
 from .publish import breadcrumb, tool_state_writes
 from .render import dumps
 from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
+from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
 
 __all__ = ["DEFAULT_INLINE_LIMIT", "SessionStateMiddleware"]
 
@@ -52,11 +53,13 @@ breadcrumb, so the model can act on a small result without reading state; larger
 replaced by the breadcrumb alone."""
 
 
-def _session_schema(reducer: Callable[..., Any]) -> type:
+def _session_schema(reducer: Callable[..., Any], snapshot_frequency: int) -> type:
+    channel = tool_state_channel(reducer, snapshot_frequency)
+
     class SessionAgentState(AgentState):
         """``create_agent`` state with versioned ``tool_state`` (and its turn clock)."""
 
-        tool_state: NotRequired[Annotated[dict[str, Any], reducer]]
+        tool_state: NotRequired[channel]  # type: ignore[valid-type]
 
     return SessionAgentState
 
@@ -74,6 +77,8 @@ class SessionStateMiddleware(AgentMiddleware):
     a string (default ``"tools"``) or a function of the tool. ``inline_limit`` is the JSON size
     up to which a captured result also stays in the message (:data:`DEFAULT_INLINE_LIMIT`).
     ``system_prompt`` is the guidance appended to the agent's system prompt (``None``: none).
+    ``tool_state`` is stored as writes with a whole snapshot every ``snapshot_frequency``
+    updates (:mod:`mcp_state_versions.storage`).
     """
 
     def __init__(
@@ -88,11 +93,12 @@ class SessionStateMiddleware(AgentMiddleware):
         toolset: str | Callable[[BaseTool], str] = "tools",
         inline_limit: int = DEFAULT_INLINE_LIMIT,
         system_prompt: str | None = SESSION_STATE_PROMPT,
+        snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
     ) -> None:
         super().__init__()
-        self.state_schema = _session_schema(
-            make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
-        )
+        reducer = make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
+        self.state_schema = _session_schema(reducer, snapshot_frequency)
+        self._bounds = reducer.bounds  # type: ignore[attr-defined]
         self.tools = [make_inspect_state(allowed_keys, history)]
         self.capture = capture
         self.toolset = toolset
@@ -103,7 +109,7 @@ class SessionStateMiddleware(AgentMiddleware):
     # -- the turn clock -----------------------------------------------------------------------
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return open_turn(state) or None
+        return open_turn(state, bounds=self._bounds) or None
 
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         return self.before_agent(state, runtime)

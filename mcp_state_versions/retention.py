@@ -12,8 +12,12 @@ branches a fork abandoned. The thread stays resumable (its head is always kept),
 keep telling the truth: a turn read of a removed turn answers "no longer retained", unless the
 key's own ring still holds that version, in which case it answers it.
 
-Pruning here does not cover graphs that use LangGraph's beta ``DeltaChannel`` (whose values are
-rebuilt by replaying ancestors' writes); the library's own graphs do not use it.
+``tool_state`` is stored as writes with periodic snapshots (:mod:`mcp_state_versions.storage`),
+so a checkpoint's value is rebuilt from the nearest snapshot before it and the writes after. A
+naive keep-latest would leave the kept checkpoint nothing to rebuild from, and its state would
+read back empty. Every prune here first makes the oldest checkpoint it keeps rebuildable on its
+own: where it stores no value, the value is rebuilt while its ancestors still exist and stored
+in it as a snapshot (:func:`seal`). Only then are the ancestors deleted.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from .backends import ID
+from .backends import ID, Backend, backend_for, run_sync
 from .backends.memory import delete_checkpoints
 from .backends.sqlite import SqliteBackend
+from .storage import NOTHING_STORED
 
 __all__ = [
     "PruneResult",
@@ -38,6 +43,7 @@ __all__ = [
     "PruningSqliteSaver",
     "open_postgres_saver",
     "prune_thread",
+    "seal",
 ]
 
 Strategy = Literal["keep_latest", "delete"]
@@ -57,9 +63,11 @@ class PruningInMemorySaver(InMemorySaver):
             if strategy == "delete":
                 self.delete_thread(thread_id)
                 continue
+            backend = backend_for(self, sync=True)
             for namespace, stored in list(self.storage.get(thread_id, {}).items()):
                 if stored:
                     latest = max(stored)
+                    run_sync(seal(backend, thread_id, namespace, latest))
                     delete_checkpoints(
                         self, thread_id, namespace, [i for i in stored if i != latest]
                     )
@@ -78,7 +86,23 @@ class PruningSqliteSaver(AsyncSqliteSaver):
             if strategy == "delete":
                 await self.adelete_thread(thread_id)
                 continue
-            await SqliteBackend(self, sync=False, native_sync=False).keep_latest(thread_id)
+            backend = SqliteBackend(self, sync=False, native_sync=False)
+            for namespace, latest in await backend.latest_per_namespace(thread_id):
+                await seal(backend, thread_id, namespace, latest)
+            await backend.keep_latest(thread_id)
+
+
+async def seal(backend: Backend, thread_id: str, namespace: str, checkpoint_id: str) -> None:
+    """Make ``checkpoint_id`` rebuild its ``tool_state`` without its ancestors.
+
+    Called before a prune deletes the ancestors: where the checkpoint stores no value (it is
+    held as writes since the last snapshot), the value is rebuilt now and stored in it as a
+    snapshot. A checkpoint that stores one already, or never had ``tool_state``, is left as is.
+    """
+    found, stored = await backend.stored_tool_state(thread_id, namespace, checkpoint_id)
+    if found and stored is NOTHING_STORED:
+        value = await backend.rebuild(thread_id, namespace, checkpoint_id)
+        await backend.write_snapshot(thread_id, namespace, checkpoint_id, value)
 
 
 @asynccontextmanager
@@ -128,7 +152,8 @@ async def prune_thread(
     turn ``total - N + 1`` on (so turns ``total - N + 1 .. total`` stay readable), and deletes
     the older ones with their writes and blobs. ``drop_abandoned=True`` deletes every
     checkpoint that is not on the current branch (left behind by a fork). Only the root
-    namespace is pruned. The head is never removed, so the thread can go on.
+    namespace is pruned. The head is never removed, so the thread can go on, and the oldest
+    checkpoint kept is sealed first (:func:`seal`), so every retained turn still rebuilds.
     """
     from .checkpoint_walk import CheckpointHistory
 
@@ -147,6 +172,10 @@ async def prune_thread(
             boundary = await chain.end_of_turn(cut - 1, trust_stamps=False)
             if boundary is not None:
                 doomed.extend(on_branch[boundary:])
+                if boundary > 0:
+                    await seal(
+                        history.backend, thread_id, history.namespace, on_branch[boundary - 1]
+                    )
     if drop_abandoned:
         everything = await history.checkpoint_ids(thread_id)
         doomed.extend(sorted(set(everything) - set(on_branch)))

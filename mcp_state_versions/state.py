@@ -22,6 +22,7 @@ model.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain_core.messages import AnyMessage
@@ -29,6 +30,7 @@ from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from .clock import CLOCK_KEY, count_turns, state_field
+from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
 from .versions import RingPolicy, advance, strip_ring_values
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "make_merge_tool_state",
     "make_session_state",
     "merge_tool_state",
+    "reducer_for",
     "state_field",
 ]
 
@@ -189,6 +192,9 @@ def make_merge_tool_state(
     policy = RingPolicy(ring_size=ring_size, ring_bytes=ring_bytes)
     if budget_bytes <= 0:
         raise ValueError(f"budget_bytes must be positive, got {budget_bytes}")
+    # Recorded in the clock record at every merge, so that a reader rebuilding a stored state
+    # from its writes (mcp_state_versions.storage.replay) merges them with the same bounds.
+    bounds = {"budget": budget_bytes, "ring_size": ring_size, "ring_bytes": ring_bytes}
 
     def merge_tool_state(
         current: Mapping[str, Any] | None, update: Mapping[str, Any] | None
@@ -198,7 +204,7 @@ def make_merge_tool_state(
             return merged
         update = _as_state(update, "tool_state update")
         books, found_raw = _open_books(merged)
-        books["budget"] = budget_bytes
+        books.update(bounds)
         whole = _is_whole_state(update)
         written: set[str] = set()
         for key, raw in update.items():
@@ -247,6 +253,7 @@ def make_merge_tool_state(
         merged[CLOCK_KEY] = books
         return merged
 
+    merge_tool_state.bounds = dict(bounds)  # type: ignore[attr-defined]
     merge_tool_state.__doc__ = (
         f"Merge a tool_state update (ring_size={ring_size}, ring_bytes={ring_bytes}, "
         f"budget_bytes={budget_bytes}); see make_merge_tool_state."
@@ -457,19 +464,58 @@ def _evict(merged: dict[str, Any], key: str, turn: int) -> int:
 merge_tool_state = make_merge_tool_state()
 """The default reducer: ring of 8 prior values within 256 KiB per key, 8 MiB in all."""
 
+_DEFAULT_BOUNDS = (8, 256 * 1024, DEFAULT_BUDGET_BYTES)
+
+
+@cache
+def _reducer_with(ring_size: int, ring_bytes: int, budget_bytes: int) -> Callable[..., Any]:
+    if (ring_size, ring_bytes, budget_bytes) == _DEFAULT_BOUNDS:
+        return merge_tool_state
+    return make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
+
+
+def recorded_bounds(tool_state: Any) -> tuple[int, int, int] | None:
+    """``(ring_size, ring_bytes, budget)`` as a ``tool_state`` (or a clock tick) records them."""
+    record = tool_state.get(CLOCK_KEY) if isinstance(tool_state, Mapping) else None
+    if not isinstance(record, Mapping):
+        return None
+    found = [record.get(name) for name in ("ring_size", "ring_bytes", "budget")]
+    if not all(type(value) is int and value >= 0 for value in found) or found[2] < 1:
+        return None
+    return found[0], found[1], found[2]
+
+
+def reducer_for(*sources: Any) -> Callable[..., dict[str, Any]]:
+    """The reducer with the bounds the first of ``sources`` to record any records (a
+    ``tool_state``, or a clock tick from :func:`~mcp_state_versions.clock.open_turn`); the
+    default reducer where none does.
+
+    A reader that rebuilds stored state from its writes without knowing the graph merges them
+    with this, so the rings and evictions it rebuilds are the ones the graph produced.
+    """
+    for source in sources:
+        bounds = recorded_bounds(source)
+        if bounds is not None:
+            return _reducer_with(*bounds)
+    return merge_tool_state
+
 
 def make_session_state(
     reducer: Callable[..., dict[str, StateEntry]] = merge_tool_state,
+    *,
+    snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
 ) -> type:
     """Build the graph state schema (``messages`` + ``tool_state``) around a reducer.
 
+    ``tool_state`` is stored as writes with a snapshot every ``snapshot_frequency`` updates
+    (:mod:`mcp_state_versions.storage`), so what a turn stores grows with what it changed.
     :data:`SessionState` is this with the default reducer; build your own for other ring bounds.
     """
     return TypedDict(  # type: ignore[operator]
         "SessionState",
         {
             "messages": Annotated[list[AnyMessage], add_messages],
-            "tool_state": Annotated[dict[str, StateEntry], reducer],
+            "tool_state": tool_state_channel(reducer, snapshot_frequency),
         },
     )
 

@@ -17,6 +17,13 @@ and the turn stamp of every checkpoint of a namespace, without channel values), 
 than the clock, a checkpoint's messages. Never the whole checkpoint when a channel will do:
 every checkpoint carries the whole message list, and rebuilding it is most of what a load costs.
 
+``tool_state`` is stored as writes (:mod:`mcp_state_versions.storage`): a checkpoint holds a
+snapshot, a whole value (threads of the previous release), or nothing. A backend reads what
+is stored (:meth:`Backend.stored_tool_state`); where nothing is, :meth:`Backend.tool_state`
+rebuilds the value from the nearest seed on the checkpoint's own parent chain and the writes
+after it, read with the saver's ``get_delta_channel_history`` (which follows parents, so a
+branch a fork abandoned never contributes).
+
 **Sync and async.** Every method is a coroutine. A backend built with ``sync=True`` calls the
 saver's synchronous API inside them and never suspends, so a synchronous caller (a tool under
 ``graph.invoke``) drives the same walk with :func:`run_sync`; one that would have to suspend
@@ -31,12 +38,16 @@ from typing import Any, NamedTuple, TypeVar
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ..state import TURN_METADATA_KEY
+from ..storage import NOTHING_STORED, Reducer, replay, stored_value
+
+TOOL_STATE = "tool_state"
 
 __all__ = [
     "ID",
     "PARENT",
     "SOURCE",
     "STAMP",
+    "TOOL_STATE",
     "UNREAD",
     "Backend",
     "Link",
@@ -109,9 +120,13 @@ class Backend:
     first, and a forked thread's parents are followed, so any order is still correct.
     """
 
-    def __init__(self, saver: BaseCheckpointSaver, *, sync: bool = False) -> None:
+    def __init__(
+        self, saver: BaseCheckpointSaver, *, sync: bool = False, reducer: Reducer | None = None
+    ) -> None:
         self.saver = saver
         self.sync = sync
+        #: The graph's reducer, for rebuilding stored state; ``None``: the bounds it records.
+        self.reducer = reducer
 
     async def lineage(self, thread_id: str, namespace: str) -> Sequence[LinkRow] | None:
         """Every checkpoint of the namespace, any branch, best newest first; ``None``: no scan."""
@@ -138,11 +153,66 @@ class Backend:
     async def tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str
     ) -> tuple[bool, Any]:
-        """``(found, value)`` of the ``tool_state`` channel (``value`` ``None``: never written)."""
+        """``(found, value)`` of the ``tool_state`` channel (``value`` ``None``: never written).
+
+        A checkpoint that stores no value has it rebuilt from its ancestors' writes.
+        """
+        found, stored = await self.stored_tool_state(thread_id, namespace, checkpoint_id)
+        if not found or stored is None:
+            return found, None
+        value = stored_value(stored)
+        if value is NOTHING_STORED:
+            value = await self.rebuild(thread_id, namespace, checkpoint_id)
+        return True, value
+
+    async def stored_tool_state(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> tuple[bool, Any]:
+        """``(found, stored)``: what the checkpoint itself stores for ``tool_state``.
+
+        ``stored`` is ``None`` when the channel was never written, :data:`~mcp_state_versions.
+        storage.NOTHING_STORED` when it is held as writes, else the stored value (a snapshot or
+        a whole value).
+        """
         found = await self._tuple(thread_id, namespace, checkpoint_id)
         if found is None:
             return False, None
-        return True, found.checkpoint.get("channel_values", {}).get("tool_state")
+        checkpoint = found.checkpoint
+        if TOOL_STATE not in checkpoint.get("channel_versions", {}):
+            return True, None
+        return True, checkpoint.get("channel_values", {}).get(TOOL_STATE, NOTHING_STORED)
+
+    async def rebuild(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+        """``tool_state`` at a checkpoint that stores none: seed and writes along its parents."""
+        config: Any = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": namespace,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+        if self.sync:
+            try:
+                found = self.saver.get_delta_channel_history(config=config, channels=[TOOL_STATE])
+            except (NotImplementedError, RuntimeError, TypeError):
+                raise NeedsAsync(type(self.saver).__name__) from None
+        else:
+            found = await self.saver.aget_delta_channel_history(
+                config=config, channels=[TOOL_STATE]
+            )
+        history = found[TOOL_STATE]
+        updates = [write[2] for write in history["writes"]]
+        return replay(history.get("seed"), updates, self.reducer)
+
+    async def write_snapshot(
+        self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
+    ) -> None:
+        """Store ``value`` as the checkpoint's own ``tool_state`` snapshot, so that it rebuilds
+        without its ancestors (retention, before it deletes them)."""
+        raise TypeError(
+            f"cannot store a snapshot in {type(self.saver).__name__}; retention works on "
+            "InMemorySaver, the SQLite savers and the PostgreSQL savers"
+        )
 
     async def values(
         self, thread_id: str, namespace: str, checkpoint_id: str
@@ -196,29 +266,34 @@ class SqlBackend(Backend):
         return rows[0][0] if rows else None
 
 
-def backend_for(saver: BaseCheckpointSaver, *, sync: bool = False) -> Backend:
+def backend_for(
+    saver: BaseCheckpointSaver, *, sync: bool = False, reducer: Reducer | None = None
+) -> Backend:
     """The backend that reads ``saver`` fastest; :class:`Backend` itself for unknown savers.
 
     Recognises subclasses too (the Agent Server's in-memory saver subclasses ``InMemorySaver``).
-    ``sync=True`` reads through the saver's synchronous API (:func:`run_sync`).
+    ``sync=True`` reads through the saver's synchronous API (:func:`run_sync`). ``reducer`` is
+    the graph's, for rebuilding stored state (``None``: the bounds the state records).
     """
     from langgraph.checkpoint.memory import InMemorySaver
 
+    backend: Backend | None = None
     if isinstance(saver, InMemorySaver):
         from .memory import MemoryBackend
 
-        return MemoryBackend(saver, sync=sync)
-    from .sqlite import sqlite_backend
+        backend = MemoryBackend(saver, sync=sync)
+    if backend is None:
+        from .sqlite import sqlite_backend
 
-    found = sqlite_backend(saver, sync=sync)
-    if found is not None:
-        return found
-    from .postgres import postgres_backend
+        backend = sqlite_backend(saver, sync=sync)
+    if backend is None:
+        from .postgres import postgres_backend
 
-    found = postgres_backend(saver, sync=sync)
-    if found is not None:
-        return found
-    return Backend(saver, sync=sync)
+        backend = postgres_backend(saver, sync=sync)
+    if backend is None:
+        backend = Backend(saver, sync=sync)
+    backend.reducer = reducer
+    return backend
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -8,11 +8,12 @@ sync and async runs, so one class serves both.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..state import TURN_METADATA_KEY
-from . import Backend, LinkRow
+from ..storage import NOTHING_STORED, snapshot
+from . import TOOL_STATE, Backend, LinkRow
 
 __all__ = ["MemoryBackend"]
 
@@ -45,18 +46,34 @@ class MemoryBackend(Backend):
         stored = self._stored(thread_id, namespace)
         return max(stored) if stored else None
 
-    async def tool_state(
-        self, thread_id: str, namespace: str, checkpoint_id: str
-    ) -> tuple[bool, Any]:
+    def _version(self, thread_id: str, namespace: str, checkpoint_id: str) -> tuple[bool, Any]:
         saved = self._stored(thread_id, namespace).get(checkpoint_id)
         if saved is None:
             return False, None
         checkpoint = self.saver.serde.loads_typed(saved[0])
-        version = checkpoint["channel_versions"].get("tool_state")
-        blob = self.saver.blobs.get((thread_id, namespace, "tool_state", version))  # type: ignore[attr-defined]
+        return True, checkpoint["channel_versions"].get(TOOL_STATE)
+
+    async def stored_tool_state(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> tuple[bool, Any]:
+        found, version = self._version(thread_id, namespace, checkpoint_id)
+        if not found or version is None:
+            return found, None
+        blob = self.saver.blobs.get((thread_id, namespace, TOOL_STATE, version))  # type: ignore[attr-defined]
         if blob is None or blob[0] == "empty":
-            return True, None
+            return True, NOTHING_STORED
         return True, self.saver.serde.loads_typed(blob)
+
+    async def write_snapshot(
+        self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
+    ) -> None:
+        # Blobs are keyed by channel version, and checkpoints sharing a version share a value,
+        # so the snapshot serves each of them.
+        found, version = self._version(thread_id, namespace, checkpoint_id)
+        if found and version is not None:
+            self.saver.blobs[(thread_id, namespace, TOOL_STATE, version)] = (  # type: ignore[attr-defined]
+                self.saver.serde.dumps_typed(snapshot(value))
+            )
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         delete_checkpoints(self.saver, thread_id, namespace, checkpoint_ids)

@@ -13,11 +13,12 @@ The saver keeps checkpoints (ids, parents, ``metadata`` as JSONB, and ``channel_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from . import LinkRow, NeedsAsync, SqlBackend
+from ..storage import NOTHING_STORED, snapshot
+from . import TOOL_STATE, LinkRow, NeedsAsync, SqlBackend
 
 __all__ = ["PostgresBackend", "postgres_backend"]
 
@@ -41,11 +42,20 @@ _HEAD_SQL = (
     "ORDER BY checkpoint_id DESC LIMIT 1"
 )
 _CHANNEL_SQL = (
-    "SELECT b.type, b.blob FROM checkpoints c LEFT JOIN LATERAL ("
+    "SELECT c.checkpoint -> 'channel_versions' ->> %s, b.type, b.blob "
+    "FROM checkpoints c LEFT JOIN LATERAL ("
     "SELECT type, blob FROM checkpoint_blobs b WHERE b.thread_id = c.thread_id "
     "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = %s "
     "AND b.version = c.checkpoint -> 'channel_versions' ->> %s LIMIT 1) b ON true "
     "WHERE c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id = %s"
+)
+_UPSERT_SNAPSHOT = (
+    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
+    "SELECT c.thread_id, c.checkpoint_ns, %s, c.checkpoint -> 'channel_versions' ->> %s, %s, %s "
+    "FROM checkpoints c WHERE c.thread_id = %s AND c.checkpoint_ns = %s AND c.checkpoint_id = %s "
+    "AND c.checkpoint -> 'channel_versions' ? %s "
+    "ON CONFLICT (thread_id, checkpoint_ns, channel, version) "
+    "DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob"
 )
 _DELETES = (
     "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
@@ -95,18 +105,44 @@ class PostgresBackend(SqlBackend):
     async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
         return await self._rows(_lineage_sql(), (thread_id, namespace))
 
-    async def tool_state(
+    async def stored_tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str
     ) -> tuple[bool, Any]:
         rows = await self._rows(
-            _CHANNEL_SQL, ("tool_state", "tool_state", thread_id, namespace, checkpoint_id)
+            _CHANNEL_SQL,
+            (TOOL_STATE, TOOL_STATE, TOOL_STATE, thread_id, namespace, checkpoint_id),
         )
         if not rows:
             return False, None
-        kind, blob = rows[0]
-        if kind is None or kind == "empty":
+        version, kind, blob = rows[0]
+        if version is None:
             return True, None
+        if kind is None or kind == "empty":
+            return True, NOTHING_STORED
         return True, self.saver.serde.loads_typed((kind, blob))
+
+    async def write_snapshot(
+        self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
+    ) -> None:
+        # Blobs are keyed by channel version, and checkpoints sharing a version share a value,
+        # so the snapshot serves each of them.
+        kind, blob = self.saver.serde.dumps_typed(snapshot(value))
+        async with self._cursor() as cursor:
+            await _run(
+                cursor,
+                _UPSERT_SNAPSHOT,
+                (
+                    TOOL_STATE,
+                    TOOL_STATE,
+                    kind,
+                    blob,
+                    thread_id,
+                    namespace,
+                    checkpoint_id,
+                    TOOL_STATE,
+                ),
+                self.native_sync,
+            )
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         if not checkpoint_ids:

@@ -12,17 +12,20 @@ the message list included) followed by ``metadata``. Two consequences decide how
   and parents are scanned and stamps read per visited link instead.
 * **A channel without the messages.** ``tool_state`` is read from the row with a msgpack decoder
   whose extension hook skips every object it would have to construct (LangChain messages are
-  extension objects; ``tool_state`` is plain data and has none), so nothing is rebuilt.
+  extension objects; ``tool_state`` is plain data and has none, except the snapshot wrapper of
+  a delta channel, which is unwrapped), so nothing is rebuilt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ormsgpack
+from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT
 
-from . import ID, PARENT, UNREAD, Link, LinkRow, NeedsAsync, SqlBackend
+from ..storage import NOTHING_STORED, snapshot
+from . import ID, PARENT, TOOL_STATE, UNREAD, Link, LinkRow, NeedsAsync, SqlBackend
 
 __all__ = ["INDEX_NAME", "SqliteBackend", "sqlite_backend"]
 
@@ -68,8 +71,16 @@ _ROW_SQL = (
 )
 
 
-def _skip_ext(code: int, data: bytes) -> None:
+def _skip_ext(code: int, data: bytes) -> Any:
+    # A snapshot of a delta channel is the one extension object tool_state can be stored in;
+    # its payload is plain data again.
+    if code == EXT_DELTA_SNAPSHOT:
+        return snapshot(_unpack(data))
     return None
+
+
+def _unpack(data: bytes) -> Any:
+    return ormsgpack.unpackb(data, ext_hook=_skip_ext, option=ormsgpack.OPT_NON_STR_KEYS)
 
 
 class SqliteBackend(SqlBackend):
@@ -140,7 +151,7 @@ class SqliteBackend(SqlBackend):
         stamp, source = rows[0]
         return Link(link[ID], link[PARENT], stamp, source)
 
-    async def tool_state(
+    async def stored_tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str
     ) -> tuple[bool, Any]:
         rows = await self._rows(_ROW_SQL, (thread_id, namespace, checkpoint_id))
@@ -148,12 +159,33 @@ class SqliteBackend(SqlBackend):
             return False, None
         kind, data = rows[0]
         if kind == "msgpack":
-            checkpoint = ormsgpack.unpackb(
-                data, ext_hook=_skip_ext, option=ormsgpack.OPT_NON_STR_KEYS
-            )
+            checkpoint = _unpack(data)
         else:
             checkpoint = self.saver.serde.loads_typed((kind, data))
-        return True, (checkpoint.get("channel_values") or {}).get("tool_state")
+        if TOOL_STATE not in (checkpoint.get("channel_versions") or {}):
+            return True, None
+        return True, (checkpoint.get("channel_values") or {}).get(TOOL_STATE, NOTHING_STORED)
+
+    async def write_snapshot(
+        self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
+    ) -> None:
+        # SQLite keeps a checkpoint's values inside its row, so the row is written again with
+        # the snapshot in it (through the saver's serializer: the row holds messages too).
+        rows = await self._rows(_ROW_SQL, (thread_id, namespace, checkpoint_id))
+        if not rows:
+            return
+        checkpoint = self.saver.serde.loads_typed(tuple(rows[0]))
+        checkpoint.setdefault("channel_values", {})[TOOL_STATE] = snapshot(value)
+        kind, data = self.saver.serde.dumps_typed(checkpoint)
+        await self._write(
+            [
+                (
+                    "UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? "
+                    "AND checkpoint_ns = ? AND checkpoint_id = ?",
+                    (kind, data, thread_id, namespace, checkpoint_id),
+                )
+            ]
+        )
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         if not checkpoint_ids:
@@ -169,6 +201,17 @@ class SqliteBackend(SqlBackend):
                 for table in ("writes", "checkpoints")
             ]
         )
+
+    async def latest_per_namespace(self, thread_id: str) -> list[tuple[str, str]]:
+        """``(namespace, newest checkpoint id)`` of each namespace of the thread."""
+        return [
+            (row[0], row[1])
+            for row in await self._rows(
+                "SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
+                "GROUP BY checkpoint_ns",
+                (thread_id,),
+            )
+        ]
 
     async def keep_latest(self, thread_id: str) -> None:
         """``aprune(strategy="keep_latest")``: every namespace keeps its newest checkpoint."""

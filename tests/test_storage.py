@@ -1,0 +1,176 @@
+"""tool_state stored as writes: what a checkpoint holds, rebuilds on every backend, old threads,
+and retention that never leaves a kept checkpoint without what it rebuilds from."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_state_versions.agent import run_turn
+from mcp_state_versions.backends import backend_for
+from mcp_state_versions.checkpoint_walk import CheckpointHistory
+from mcp_state_versions.retention import PruningSqliteSaver, prune_thread
+from mcp_state_versions.state import make_merge_tool_state, merge_tool_state, reducer_for
+from mcp_state_versions.storage import NOTHING_STORED, batched, replay, snapshot, stored_value
+
+from .conftest import BACKENDS, open_backend
+from .helpers import BBOX, agent_on, answers, fork_at, plain
+
+FIXTURE = Path(__file__).parent / "fixtures" / "previous_release.sqlite"
+
+CPH = [12.4, 55.5, 12.7, 55.8]
+AAR = [9.9, 56.1, 10.3, 56.2]
+OSL = [10.6, 59.8, 10.9, 60.0]
+
+PREVIOUS_RELEASE = {
+    # turn by turn, what each thread of the fixture ended its turns with (read by that release)
+    "plain": [CPH, CPH, AAR, AAR, OSL],
+    "forked": [CPH, CPH],
+    "small-ring": [CPH, AAR, OSL, CPH],
+}
+
+
+def _found(values: list[Any]) -> list[tuple[str, Any]]:
+    return [("Found", value) for value in values]
+
+
+def _kind(stored: Any) -> str:
+    if stored is None:
+        return "none"
+    return "writes" if stored is NOTHING_STORED else type(stored).__name__
+
+
+async def _checkpoints(agent: Any, thread_id: str) -> list[Any]:
+    return [s async for s in agent.aget_state_history({"configurable": {"thread_id": thread_id}})]
+
+
+def test_batched_is_one_function_per_reducer_and_folds_in_order() -> None:
+    assert batched(merge_tool_state) is batched(merge_tool_state)
+    fold = batched(merge_tool_state)
+    writes = [{"a/b/c": {"value": 1}}, {"a/b/c": {"value": 2}}, {"a/b/d": {"value": 3}}]
+    stepwise: dict[str, Any] = {}
+    for write in writes:
+        stepwise = merge_tool_state(stepwise, write)
+    assert fold(None, writes) == stepwise
+    assert fold(fold({}, writes[:1]), writes[1:]) == fold({}, writes)
+
+
+def test_stored_value_tells_a_snapshot_a_whole_value_and_nothing_apart() -> None:
+    value = {"a/b/c": {"value": 1}}
+    assert stored_value(snapshot(value)) == value
+    assert stored_value(value) is value
+    assert stored_value(None) is NOTHING_STORED
+    assert replay(snapshot(value), []) == value
+
+
+def test_replay_merges_with_the_bounds_the_state_records() -> None:
+    narrow = make_merge_tool_state(ring_size=0, budget_bytes=1000)
+    state = narrow({}, {"a/b/c": {"value": 1, "turn": 1}})
+    assert reducer_for(state) is not merge_tool_state
+    later = [{"a/b/c": {"value": 2, "turn": 2}}, {"a/b/c": {"value": 3, "turn": 3}}]
+    expected = state
+    for write in later:
+        expected = narrow(expected, write)
+    assert replay(state, later) == expected
+    assert replay(state, later)["a/b/c"]["ring"][-1].get("value") is None  # ring 0 kept
+    assert reducer_for({}) is merge_tool_state
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_checkpoints_hold_writes_and_every_one_rebuilds_as_langgraph_does(
+    kind: str, tmp_path: Any, thread_id: str
+) -> None:
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = agent_on(saver, ring_size=1, snapshot_frequency=4)
+        for text in ["find Copenhagen", "find Aarhus", "hi", "find Oslo", "find Copenhagen"]:
+            await run_turn(agent, thread_id, text)
+        await fork_at(agent, thread_id, 2, "find Oslo")
+        backend = backend_for(saver)
+        kinds: set[str] = set()
+        for state in await _checkpoints(agent, thread_id):
+            checkpoint_id = state.config["configurable"]["checkpoint_id"]
+            _, stored = await backend.stored_tool_state(thread_id, "", checkpoint_id)
+            kinds.add(_kind(stored))
+            _, rebuilt = await backend.tool_state(thread_id, "", checkpoint_id)
+            # (LangGraph shows a delta channel never written as {}; the library reads None)
+            assert (rebuilt or {}) == state.values.get("tool_state"), checkpoint_id
+        assert kinds == {"none", "writes", "_DeltaSnapshot"}
+        history = CheckpointHistory(saver)
+        assert [plain(a) for a in await answers(agent, thread_id, history)] == _found(
+            [CPH, AAR, OSL]
+        )
+
+
+async def test_threads_of_the_previous_release_read_right_and_go_on(tmp_path: Any) -> None:
+    path = tmp_path / "previous.sqlite"
+    shutil.copy(FIXTURE, path)
+    for _ in range(2):  # as found, then after new turns and a reopen
+        async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
+            agent = agent_on(saver)
+            history = CheckpointHistory(saver)
+            for thread_id, expected in PREVIOUS_RELEASE.items():
+                got = [plain(a) for a in await answers(agent, thread_id, history)]
+                assert got[: len(expected)] == _found(expected), thread_id
+                small = agent_on(saver, ring_size=0)
+                await run_turn(
+                    small if thread_id == "small-ring" else agent, thread_id, "find Oslo"
+                )
+                got = [plain(a) for a in await answers(agent, thread_id, history)]
+                assert got[len(expected)] == ("Found", OSL), thread_id
+        for thread_id in PREVIOUS_RELEASE:
+            PREVIOUS_RELEASE[thread_id] = [*PREVIOUS_RELEASE[thread_id], OSL]
+    # the lineage is mixed: whole values first, writes after
+    async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
+        backend = backend_for(saver)
+        stored = [
+            (
+                await backend.stored_tool_state(
+                    "plain", "", s.config["configurable"]["checkpoint_id"]
+                )
+            )[1]
+            for s in await _checkpoints(agent_on(saver), "plain")
+        ]
+        assert NOTHING_STORED in stored[:5]
+        assert isinstance(stored[-3], dict)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_prune_keeps_what_each_retained_turn_rebuilds_from(
+    kind: str, tmp_path: Any, thread_id: str
+) -> None:
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = agent_on(saver, ring_size=0, snapshot_frequency=1000)  # no snapshot at all
+        texts = ["find Copenhagen", "find Aarhus", "find Oslo", "find Copenhagen", "find Aarhus"]
+        for text in texts:
+            await run_turn(agent, thread_id, text)
+        config = {"configurable": {"thread_id": thread_id}}
+        before = (await agent.aget_state(config)).values["tool_state"]
+        result = await prune_thread(saver, thread_id, keep_turns=2)
+        assert result.retained_turns == (4, 5)
+        assert (await agent.aget_state(config)).values["tool_state"] == before
+        history = CheckpointHistory(saver)
+        got = [plain(a) for a in await answers(agent, thread_id, history)]
+        assert got[3:] == _found([CPH, AAR])
+        assert [name for name, _ in got[:3]] == ["NotRetained"] * 3
+        await run_turn(agent, thread_id, "find Oslo")
+        got = [plain(a) for a in await answers(agent, thread_id, history)]
+        assert got[3:] == _found([CPH, AAR, OSL])
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_keep_latest_never_empties_tool_state(
+    kind: str, tmp_path: Any, thread_id: str
+) -> None:
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = agent_on(saver, snapshot_frequency=1000)
+        for text in ["find Copenhagen", "find Aarhus", "find Oslo"]:
+            await run_turn(agent, thread_id, text)
+        config = {"configurable": {"thread_id": thread_id}}
+        before = (await agent.aget_state(config)).values["tool_state"]
+        await saver.aprune([thread_id], strategy="keep_latest")
+        assert len(await _checkpoints(agent, thread_id)) == 1
+        assert (await agent.aget_state(config)).values["tool_state"] == before
+        assert before[BBOX]["value"] == OSL
