@@ -68,7 +68,11 @@ class ClockRecord(TypedDict):
     * ``late`` (only when true): a write arrived after turn ``turn`` ended, so this state is
       no longer the one the turn ended with;
     * ``seq``, ``bytes``, ``newest``: the reducer's totals (write counter, JSON bytes held,
-      newest turn any write was placed in).
+      newest turn any write was placed in);
+    * ``writes``, ``written``: key writes merged and about the bytes they took as stored writes
+      (what :mod:`mcp_state_versions.storage` sets its snapshot cadence by);
+    * ``ring_size``, ``ring_bytes``, ``budget``: the reducer's bounds, so a reader rebuilding
+      stored state replays its writes with them.
     """
 
     turn: int | None
@@ -78,6 +82,11 @@ class ClockRecord(TypedDict):
     late: NotRequired[bool]
     seq: NotRequired[int]
     bytes: NotRequired[int]
+    writes: NotRequired[int]
+    written: NotRequired[int]
+    ring_size: NotRequired[int]
+    ring_bytes: NotRequired[int]
+    budget: NotRequired[int]
     newest: NotRequired[int]
 
 
@@ -214,7 +223,9 @@ def open_turn(
         # from its human count (the fallback), never behind a turn its entries recorded.
         newest_entry = int(record.get("newest", 0)) if record is not None else 0
         turn = max(count_turns(messages), newest_entry + 1, 1)
-    tick = {"turn": turn, "open": True, "message": message_id, **(bounds or {})}
+    tick: dict[str, Any] = {"turn": turn, "open": True, "message": message_id}
+    if bounds and (record is None or "ring_size" not in record):
+        tick.update(bounds)  # once: from then on the state records them
     return {"tool_state": {CLOCK_KEY: tick}}
 
 

@@ -50,6 +50,7 @@ from .versions import version_spans
 
 __all__ = [
     "INSPECT_STATE_DESCRIPTION",
+    "LISTING_LINES",
     "describe_answer",
     "entry_summary",
     "eviction_note",
@@ -63,7 +64,8 @@ _REFERENCE_PREFIX = "@state:"
 
 INSPECT_STATE_DESCRIPTION = """\
 Read session state: the values your tools published, by key (e.g. gazet/get_aoi/bbox).
-- key="*" lists every key with a one-line shape. A key marked "rewritten, N versions" has \
+- key="*" lists every key with a one-line shape; key="<toolset>/<tool>/*" lists one \
+group (a listing of many keys shows groups first). A key marked "rewritten, N versions" has \
 held other values in earlier turns; its current value is only the latest.
 - key=<key> returns the current value. path= reads part of it (e.g. features[0].name); \
 pattern= returns only the matching "path = value" lines.
@@ -209,25 +211,66 @@ def _entry_value(entry: Any) -> tuple[bool, Any]:
     return True, entry
 
 
-def _listing(tool_state: Mapping[str, Any], pattern: str | None) -> str:
-    lines = []
-    for key in sorted(tool_state):
-        entry = tool_state[key]
-        present, value = _entry_value(entry)
-        described = shape(value) if present else f"({eviction_summary(entry)})"
-        lines.append(f"{key}: {described}{_marker(entry)}")
+LISTING_LINES = 40
+"""Lines a listing shows at most. Past it keys are grouped by tool, then by toolset, with
+counts: a listing is read on every call that needs it, and at thousands of keys a line per key
+would cost the model tens of thousands of tokens each time."""
+
+
+def _listing(tool_state: Mapping[str, Any], pattern: str | None, prefix: str = "") -> str:
+    keys = sorted(key for key in tool_state if key.startswith(prefix))
+    lines = {key: _listed(key, tool_state[key]) for key in keys}
     if pattern:
         regex, _ = compile_pattern(pattern)
-        lines = [line for line in lines if regex.search(line)]
+        lines = {key: line for key, line in lines.items() if regex.search(line)}
     if not lines:
-        return "Session state is empty." if not tool_state else "No key matches that pattern."
-    text = "\n".join(lines)
-    if any(_marker(entry) for entry in tool_state.values()):
+        if not tool_state:
+            return "Session state is empty."
+        return "No key matches that pattern." if pattern else f"No key starts with {prefix!r}."
+    if len(lines) > LISTING_LINES:
+        return _grouped({key: tool_state[key] for key in lines}, pattern)
+    text = "\n".join(lines.values())
+    if any(_marker(tool_state[key]) for key in lines):
         text += (
             "\n(A rewritten key held other values in earlier turns: read one with turn=N, "
             "or all of them with versions=true.)"
         )
     return text
+
+
+def _listed(key: str, entry: Any) -> str:
+    present, value = _entry_value(entry)
+    described = shape(value) if present else f"({eviction_summary(entry)})"
+    return f"{key}: {described}{_marker(entry)}"
+
+
+def _groups(entries: Mapping[str, Any], depth: int) -> dict[str, list[Any]]:
+    groups: dict[str, list[Any]] = {}
+    for key, entry in entries.items():
+        groups.setdefault("/".join(key.split("/")[:depth]) + "/", []).append(entry)
+    return groups
+
+
+def _grouped(entries: Mapping[str, Any], pattern: str | None) -> str:
+    """Too many keys for a line each: a line per tool (``<toolset>/<tool>/``), or per toolset
+    when even those are too many (unless there is one toolset), each with its counts, and how
+    to list one group."""
+    by_tool, by_toolset = _groups(entries, 2), _groups(entries, 1)
+    groups = by_tool if len(by_tool) <= LISTING_LINES or len(by_toolset) == 1 else by_toolset
+    lines = []
+    for group, members in list(groups.items())[:LISTING_LINES]:
+        rewritten = sum(1 for entry in members if _marker(entry))
+        note = f", {rewritten} rewritten" if rewritten else ""
+        lines.append(f"{group}*: {len(members)} keys{note}")
+    if len(groups) > LISTING_LINES:
+        lines.append(f"+ {len(groups) - LISTING_LINES} more groups")
+    narrowed = f" matching {pattern!r}" if pattern else ""
+    example = next(iter(groups))
+    return (
+        f"{len(entries)} keys{narrowed}, too many to list one by one; by group:\n"
+        + "\n".join(lines)
+        + f'\n(List one group with key="{example}*"; pattern= narrows any listing.)'
+    )
 
 
 def _narrow(value: Any, *, path: str | None, pattern: str | None) -> str:
@@ -308,7 +351,8 @@ def read_state_key(
 ) -> str:
     """Read ``key`` from graph ``state`` as the model would see it, at present.
 
-    ``key="*"`` lists keys with shapes and rewrite markers. ``path`` drills into the value,
+    ``key="*"`` lists keys with shapes and rewrite markers (``key="<prefix>*"``: those that
+    start with the prefix; past :data:`LISTING_LINES` keys, groups). ``path`` drills into the value,
     ``pattern`` greps its flattened lines, ``allowed_keys`` (glob patterns) limits what is
     visible. Always returns text; a bad call returns the text that explains it.
     """
@@ -317,8 +361,8 @@ def read_state_key(
         pattern = _parse_text("pattern", pattern)
         path = _parse_text("path", path)
         tool_state = visible_keys(_readable(state_field(state, "tool_state")), allowed_keys)
-        if key == "*":
-            return _listing(tool_state, pattern)
+        if key.endswith("*") and key not in tool_state:
+            return _listing(tool_state, pattern, prefix=key[:-1])
         if key not in tool_state:
             return _unknown_key(key, list(tool_state))
         return _current(key, tool_state[key], path=path, pattern=pattern, now=current_turn(state))
@@ -587,7 +631,7 @@ async def _inspect(
                 allowed_keys=allowed_keys,
             )
         tool_state = visible_keys(_readable(state_field(runtime.state, "tool_state")), allowed_keys)
-        if key_ == "*":
+        if key_.endswith("*") and key_ not in tool_state:
             return (
                 'turn= and versions= read one key; call key="*" without them to list keys, '
                 "then read the key you need."

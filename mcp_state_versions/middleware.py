@@ -40,7 +40,7 @@ from .agent import SESSION_STATE_PROMPT
 from .clock import close_turn, current_turn, open_turn
 from .history import AUTO, HistoryOption
 from .inspect_tool import make_inspect_state
-from .publish import breadcrumb, tool_state_writes
+from .publish import publication, tool_state_writes
 from .render import dumps
 from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
@@ -176,16 +176,12 @@ class SessionStateMiddleware(AgentMiddleware):
         writes = tool_state_writes(
             toolset, _key_part(request.tool.name), fields, turn=current_turn(request.state)
         )
-        text = breadcrumb(writes, request.runtime)
-        payload = dumps(fields)
+        published = publication(writes, request.runtime)
+        text, payload = published.text, dumps(fields)
         if len(payload) <= self.inline_limit:
             text = f"{text} {payload}"
-        return Command(
-            update={
-                "tool_state": writes,
-                "messages": [ToolMessage(text, tool_call_id=result.tool_call_id, name=result.name)],
-            }
-        )
+        message = ToolMessage(text, tool_call_id=result.tool_call_id, name=result.name)
+        return Command(update=published.update(message))
 
 
 _KEPT = "__mcp_state_versions_output__"

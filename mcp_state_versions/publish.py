@@ -14,12 +14,23 @@ The breadcrumb also says what the write did to a key's past, at the moment it ha
 model learns of a rewrite without listing state: a key whose value an earlier turn ended with is
 marked ``replaces the value it held since turn N``; and when several calls in one step write the
 same keys (a model issuing parallel calls), each reply says which call's value the keys keep,
-since they run concurrently and only the last in call order is left in state.
+since they run concurrently and only the last in call order is left in state. It names at most
+:data:`BREADCRUMB_KEYS` keys of each kind and counts the rest: it stays in the conversation for
+good, and a tool writing five hundred fields should not cost the model five hundred keys' worth
+of tokens on every later call.
+
+**Only what changed is written.** A value republished unchanged (the same canonical JSON as the
+key holds now) is left out of the update: it would be no new version, and since ``tool_state``
+is stored as writes (:mod:`mcp_state_versions.storage`) it would be stored again for nothing, and
+replayed at every later run start. The breadcrumb lists such keys as ``unchanged``. When other
+calls to the same tool run in the same step, every value is written, so that call order still
+decides which value the keys keep.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -31,7 +42,18 @@ from .clock import clock_of, current_turn, entries_of, state_field
 from .state import DEFAULT_BUDGET_BYTES, ToolStateError
 from .versions import canonical
 
-__all__ = ["breadcrumb", "publish", "state_key", "tool_state_writes"]
+__all__ = [
+    "BREADCRUMB_KEYS",
+    "Publication",
+    "breadcrumb",
+    "publication",
+    "publish",
+    "state_key",
+    "tool_state_writes",
+]
+
+BREADCRUMB_KEYS = 5
+"""Keys a breadcrumb names of each kind (updated, unchanged, not kept) before ``+ N more``."""
 
 
 def state_key(toolset: str, tool: str, field: str) -> str:
@@ -90,33 +112,79 @@ def publish(
         raise ValueError("publish needs at least one field")
     _require_channel(runtime.state)
     writes = tool_state_writes(toolset, tool, fields, turn=current_turn(runtime.state))
-    content = " ".join(part for part in (breadcrumb(writes, runtime), note) if part)
-    return Command(
-        update={
-            "tool_state": writes,
-            "messages": [ToolMessage(content=content, tool_call_id=runtime.tool_call_id)],
-        }
+    published = publication(writes, runtime)
+    content = " ".join(part for part in (published.text, note) if part)
+    return Command(update=published.update(ToolMessage(content, tool_call_id=runtime.tool_call_id)))
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """What publishing a set of writes comes to: the writes to store and the breadcrumb."""
+
+    #: The writes whose values changed (an unchanged republish is not stored again).
+    writes: dict[str, dict[str, Any]]
+    #: The tool's reply (see :func:`breadcrumb`).
+    text: str
+
+    def update(self, message: ToolMessage) -> dict[str, Any]:
+        """The graph update that publishes: the changed writes, if any, and ``message``."""
+        return {**({"tool_state": self.writes} if self.writes else {}), "messages": [message]}
+
+
+def publication(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) -> Publication:
+    """Which of ``writes`` to store, and the breadcrumb that says what they did.
+
+    Each value is serialized once, for its identity: that tells an unchanged republish, a
+    rewrite, and a value too large for the budget.
+    """
+    state = runtime.state
+    identities = {key: canonical(write["value"]) for key, write in writes.items()}
+    siblings = _siblings_note(runtime)
+    unchanged = [] if siblings else _unchanged(identities, state)
+    changed = {key: identities[key] for key in writes if key not in unchanged}
+    dropped = _not_kept(changed, state)
+    kept = {key: identities[key] for key in changed if key not in dropped}
+    parts = [f"[state updated: {_described(kept, state, current_turn(state))}]" if kept else ""]
+    if unchanged:
+        parts.append(f"[unchanged: {_named(unchanged)}]")
+    if dropped:
+        budget = _budget(state)
+        parts.append(
+            f"[not kept: {_named(dropped)} — too large for session state's "
+            f"{budget:,}-byte budget together with this call's other values; they are not "
+            "stored, and no turn can read them back]"
+        )
+    parts.append(siblings or "")
+    return Publication(
+        writes={key: dict(writes[key]) for key in changed},
+        text=" ".join(part for part in parts if part),
     )
 
 
 def breadcrumb(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) -> str:
     """The reply a tool gives for ``writes``: ``[state updated: <keys>]``, saying which keys
-    replace a value an earlier turn ended with, which values are too large to keep, and, when
-    other calls to the same tool run in this step, whose value the keys keep."""
-    state = runtime.state
-    identities = {key: canonical(write["value"]) for key, write in writes.items()}
-    dropped = _not_kept(identities, state)
-    kept = {key: identities[key] for key in writes if key not in dropped}
-    parts = [f"[state updated: {_described(kept, state, current_turn(state))}]" if kept else ""]
-    if dropped:
-        budget = _budget(state)
-        parts.append(
-            f"[not kept: {', '.join(dropped)} — too large for session state's "
-            f"{budget:,}-byte budget together with this call's other values; they are not "
-            "stored, and no turn can read them back]"
-        )
-    parts.append(_siblings_note(runtime) or "")
-    return " ".join(part for part in parts if part)
+    replace a value an earlier turn ended with, which are unchanged, which values are too large
+    to keep, and, when other calls to the same tool run in this step, whose value the keys
+    keep."""
+    return publication(writes, runtime).text
+
+
+def _named(keys: Sequence[str]) -> str:
+    """``a, b, c`` or, past :data:`BREADCRUMB_KEYS`, ``a, ..., e + N more``."""
+    shown = ", ".join(keys[:BREADCRUMB_KEYS])
+    rest = len(keys) - BREADCRUMB_KEYS
+    return f"{shown} + {rest} more" if rest > 0 else shown
+
+
+def _unchanged(identities: Mapping[str, tuple[str, int]], state: Any) -> list[str]:
+    """The keys whose current value is the one written again."""
+    present = entries_of(state_field(state, "tool_state"))
+    unchanged = []
+    for key, (digest, _) in identities.items():
+        entry = present.get(key)
+        if isinstance(entry, Mapping) and "value" in entry and entry.get("digest") == digest:
+            unchanged.append(key)
+    return unchanged
 
 
 def _budget(state: Any) -> int:
@@ -166,15 +234,17 @@ def _described(identities: Mapping[str, tuple[str, int]], state: Any, turn: int)
         since = entry.get("since") if isinstance(entry, Mapping) else None
         if isinstance(since, int) and since < turn and entry.get("digest") != digest:
             replaced[key] = since
-    if len(replaced) == len(identities) and len(set(replaced.values())) == 1:
+    keys = list(identities)
+    if len(replaced) == len(keys) and len(set(replaced.values())) == 1:
         since = next(iter(replaced.values()))
-        what = "the value it held" if len(identities) == 1 else "each replaces the value it held"
-        verb = "replaces " if len(identities) == 1 else ""
-        return f"{', '.join(identities)} — {verb}{what} since turn {since}"
-    return ", ".join(
+        what = "the value it held" if len(keys) == 1 else "each replaces the value it held"
+        verb = "replaces " if len(keys) == 1 else ""
+        return f"{_named(keys)} — {verb}{what} since turn {since}"
+    described = [
         f"{key} (replaces the value it held since turn {replaced[key]})" if key in replaced else key
-        for key in identities
-    )
+        for key in keys
+    ]
+    return _named(described)
 
 
 def _siblings_note(runtime: ToolRuntime) -> str | None:

@@ -210,6 +210,8 @@ def make_merge_tool_state(
         for key, raw in update.items():
             if key == CLOCK_KEY:
                 books = _join_clock(books, raw)
+                if not whole:
+                    _count_write(books, _CLOCK_WRITE_BYTES)
                 continue
             before = merged.get(key)
             previous = before
@@ -237,6 +239,7 @@ def make_merge_tool_state(
                     policy=policy,
                 )
                 entry.pop("evicted", None)  # a fresh dict: it holds a value again
+                _count_write(books, entry["size"] + _WRITE_BYTES)
             books["bytes"] += entry["bytes"] - (before["bytes"] if is_entry(before) else 0)
             books["seq"] = max(books["seq"], entry["seq"])
             books["newest"] = max(books["newest"], entry["turn"])
@@ -307,6 +310,10 @@ def _join_clock(books: dict[str, Any], raw: Any) -> dict[str, Any]:
         books["seq"] = max(books.get("seq", 0), clock.seq)
     if clock.newest is not None:
         books["newest"] = max(books.get("newest", 0), clock.newest)
+    for name in ("writes", "written"):  # the totals a whole state carries (see storage)
+        found = raw.get(name) if isinstance(raw, Mapping) else None
+        if type(found) is int and found >= 0:
+            books[name] = max(books.get(name, 0), found)
     ours = books.get("turn")
     if clock.turn is None or (ours is not None and clock.turn < ours):
         return books
@@ -336,6 +343,20 @@ def _placement(books: Mapping[str, Any], stamp: int | None) -> int:
 def _is_whole_state(update: Mapping[str, Any]) -> bool:
     record = update.get(CLOCK_KEY)
     return isinstance(record, Mapping) and "seq" in record and "bytes" in record
+
+
+_WRITE_BYTES = 48
+"""About what a stored write adds to its value's JSON bytes (its key, tool and framing)."""
+
+_CLOCK_WRITE_BYTES = 96
+"""About what a stored clock write takes."""
+
+
+def _count_write(books: dict[str, Any], size: int) -> None:
+    """Count one key's write and about the bytes it takes stored: totals that add up the same
+    however the writes are batched, which the snapshot cadence is set from (see storage)."""
+    books["writes"] = books.get("writes", 0) + 1
+    books["written"] = books.get("written", 0) + size
 
 
 _ENTRY_COUNTS = {"seq": 0, "turn": 0, "since": 0, "versions": 1, "size": 0, "bytes": 0}

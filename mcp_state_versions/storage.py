@@ -28,17 +28,21 @@ cover, and the README says what an upgrade needs.
 
 from __future__ import annotations
 
+import copy as _copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Annotated, Any
 
+from langgraph._internal._typing import MISSING
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 __all__ = [
     "DEFAULT_SNAPSHOT_FREQUENCY",
     "NOTHING_STORED",
+    "SNAPSHOT_RATIO",
     "Reducer",
+    "ToolStateChannel",
     "batched",
     "replay",
     "snapshot",
@@ -48,14 +52,24 @@ __all__ = [
 
 Reducer = Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], dict[str, Any]]
 
-DEFAULT_SNAPSHOT_FREQUENCY = 32
-"""Updates of ``tool_state`` between whole snapshots (about three a turn).
+DEFAULT_SNAPSHOT_FREQUENCY = 256
+"""The most updates of ``tool_state`` (about three a turn) between whole snapshots.
 
-The choice weighs two measured costs (``python -m benchmarks``, README): every snapshot stores
-the whole session state once, so a rarer one stores less per turn; every run starts by replaying
-the writes since the last snapshot, and every read beyond the ring replays them for the turn it
-reads, so a rarer one costs more time. 32 keeps a snapshot's share of the stored bytes small
-for states up to the default budget while a replay stays a few milliseconds."""
+Within it, the cadence follows the bytes (:class:`ToolStateChannel`): a snapshot is taken once
+the writes since the last one add up to :data:`SNAPSHOT_RATIO` times the snapshot's own size.
+Every snapshot stores the whole session state once, so a rarer one stores less per turn; every
+run starts by replaying the writes since the last snapshot, and every read beyond the ring
+replays them for the turn it reads, so a rarer one costs more time. Measured in
+``python -m benchmarks`` (README)."""
+
+SNAPSHOT_RATIO = 2
+"""Writes since the last snapshot, as a multiple of a snapshot's size, that call for the next.
+
+A turn then stores its writes plus at most half their size again in snapshots, and a replay
+reads at most twice what one snapshot holds."""
+
+_ENTRY_BYTES = 160
+"""About what a stored entry adds to its values' bytes (key, digest, counters, ring items)."""
 
 NOTHING_STORED: Any = object()
 """What :func:`stored_value` returns when a checkpoint holds no value for the channel: it is
@@ -82,18 +96,77 @@ def batched(reducer: Reducer) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
     return fold
 
 
+class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
+    """A ``DeltaChannel`` whose snapshot cadence follows the bytes written, not the updates.
+
+    LangGraph takes a snapshot when a channel's updates since the last one reach its
+    ``snapshot_frequency``. A fixed count fits no ``tool_state``: a state of five small values
+    rewritten whole each turn wants a snapshot every few updates, one of five hundred large
+    values with two rewritten a turn wants one every few hundred. So the count is read from the
+    value itself: the snapshot's size (the JSON bytes the entries hold, from the reducer's
+    totals) times :data:`SNAPSHOT_RATIO`, over the bytes a write has taken on average. (The
+    reducer counts writes per key, which keeps its totals the same however writes are batched;
+    LangGraph counts steps, of which there are at most as many, so the writes since a snapshot
+    reach at least that multiple.) It is a pure function of the value, capped by the
+    ``snapshot_frequency`` given.
+    """
+
+    __slots__ = ("most",)
+
+    @property  # type: ignore[override]
+    def snapshot_frequency(self) -> int:
+        value = self.value
+        record = value.get("__clock__") if isinstance(value, Mapping) else None
+        if not isinstance(record, Mapping):
+            return self.most
+        writes, written = record.get("writes"), record.get("written")
+        held = record.get("bytes", 0)
+        if not (type(writes) is int and type(written) is int and writes > 0 and written > 0):
+            return self.most
+        size = held + _ENTRY_BYTES * len(value)
+        return max(1, min(self.most, (SNAPSHOT_RATIO * size * writes) // written))
+
+    @snapshot_frequency.setter
+    def snapshot_frequency(self, most: int) -> None:
+        self.most = most
+
+    def copy(self) -> ToolStateChannel:
+        new = self.__class__(self.reducer, self.typ, snapshot_frequency=self.most)
+        new.key = self.key
+        new.value = self.value if self.value is MISSING else _copy.copy(self.value)
+        return new
+
+    def from_checkpoint(self, checkpoint: Any) -> ToolStateChannel:
+        new = super().from_checkpoint(checkpoint)
+        new.most = self.most
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, ToolStateChannel)
+            and self.most == other.most
+            and self.reducer is other.reducer
+        )
+
+    def __hash__(self) -> int:
+        return hash((ToolStateChannel, self.most, self.reducer))
+
+
 def tool_state_channel(
     reducer: Reducer, snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY
 ) -> Any:
-    """The annotated type of a ``tool_state`` field stored as writes (a ``DeltaChannel``).
+    """The annotated type of a ``tool_state`` field stored as writes (:class:`ToolStateChannel`).
 
     Use it as a state schema's field type, ``tool_state: tool_state_channel(reducer)``;
     :func:`~mcp_state_versions.state.make_session_state` and ``SessionStateMiddleware`` do.
+    ``snapshot_frequency`` caps the updates between snapshots (the bytes set the cadence
+    below it).
     """
     if type(snapshot_frequency) is not int or snapshot_frequency < 1:
         raise ValueError(f"snapshot_frequency must be a positive int, got {snapshot_frequency!r}")
     return Annotated[
-        dict[str, Any], DeltaChannel(batched(reducer), dict, snapshot_frequency=snapshot_frequency)
+        dict[str, Any],
+        ToolStateChannel(batched(reducer), dict, snapshot_frequency=snapshot_frequency),
     ]
 
 

@@ -137,7 +137,8 @@ async def _conversation(url: str, graph: str) -> tuple[str, dict[str, str]]:
 async def test_the_agent_server_runs_the_library(server: str, graph: str, source: str) -> None:
     thread_id, replies = await _conversation(server, graph)
     assert replies["find Aarhus"].startswith(
-        f"[state updated: {BBOX} (replaces the value it held since turn 1)"
+        f"[state updated: {BBOX}, gazet/get_aoi/name — each replaces the value it held since "
+        "turn 1] [unchanged: gazet/get_aoi/country]"
     )
     assert f"{BBOX}: list[4] of 9.9 — rewritten, 2 versions" in replies["list"]
     assert replies["turn 1"] == (

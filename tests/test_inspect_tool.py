@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from mcp_state_versions.history import TurnIndex, TurnSnapshot
-from mcp_state_versions.inspect_tool import make_inspect_state, read_state_key
+from mcp_state_versions.inspect_tool import LISTING_LINES, make_inspect_state, read_state_key
 from mcp_state_versions.state import make_merge_tool_state, merge_tool_state
 
 from .conftest import runtime_for
@@ -228,3 +228,41 @@ def test_the_model_sees_five_arguments_and_the_runtime_is_not_one_of_them() -> N
         "turn": "integer",
         "versions": "boolean",
     }
+
+
+def _many(toolsets: int, tools: int, fields: int) -> dict[str, Any]:
+    writes = {
+        f"s{a}/tool{b}/f{c}": {"value": c, "tool": f"tool{b}"}
+        for a in range(toolsets)
+        for b in range(tools)
+        for c in range(fields)
+    }
+    state = merge_tool_state({}, writes)
+    state = merge_tool_state(state, {"s0/tool0/f0": {"value": "new", "turn": 2}})
+    return {"messages": [HumanMessage("one"), HumanMessage("two")], "tool_state": state}
+
+
+def test_a_listing_of_many_keys_groups_them_and_narrows_by_prefix() -> None:
+    state = _many(10, 50, 10)  # 5,000 keys in 500 tools
+    first = read_state_key("*", state)
+    assert len(first) <= 4000
+    assert first.startswith(
+        "5000 keys, too many to list one by one; by group:\ns0/*: 500 keys, 1 rewritten\n"
+    )
+    assert 's9/*: 500 keys\n(List one group with key="s0/*"' in first
+    by_tool = read_state_key("s0/*", state)
+    assert by_tool.startswith(
+        "500 keys, too many to list one by one; by group:\ns0/tool0/*: 10 keys, 1"
+    )
+    assert by_tool.count("\n") == LISTING_LINES + 2  # 40 groups, the count of the rest, the hint
+    assert "+ 10 more groups" in by_tool
+    one = read_state_key("s0/tool0/*", state)
+    assert one.splitlines()[0] == 's0/tool0/f0: "new" — rewritten, 2 versions'
+    assert len(one.splitlines()) == 11
+    assert read_state_key("*", state, pattern="f9: ").startswith("500 keys matching 'f9: '")
+    assert read_state_key("nope/*", state) == "No key starts with 'nope/'."
+
+
+async def test_turn_reads_of_a_prefix_are_refused() -> None:
+    text = await ask(_many(1, 1, 3), key="s0/*", turn=1)
+    assert text.startswith("turn= and versions= read one key")

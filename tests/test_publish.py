@@ -9,7 +9,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import BaseModel
 
-from mcp_state_versions.publish import publish, state_key, tool_state_writes
+from mcp_state_versions.publish import BREADCRUMB_KEYS, publish, state_key, tool_state_writes
+from mcp_state_versions.state import merge_tool_state
 
 from .conftest import runtime_for
 
@@ -67,3 +68,45 @@ def test_publish_into_a_state_without_the_channel_fails_loudly() -> None:
 
     with pytest.raises(ToolStateError, match="SessionStateMiddleware"):
         publish(runtime_for({"messages": [HumanMessage("a")]}), "t", "t", {"k": 1})
+
+
+def _published(state: dict[str, Any], fields: dict[str, Any]) -> Any:
+    command = publish(runtime_for(state), "t", "tool", fields)
+    return command.update.get("tool_state"), command.update["messages"][0].content
+
+
+def test_an_unchanged_republish_is_not_written_again() -> None:
+    state: dict[str, Any] = {"messages": [HumanMessage("a")], "tool_state": {}}
+    writes, _ = _published(state, {"a": 1, "b": {"x": [1, 2]}, "c": True})
+    state["tool_state"] = merge_tool_state({}, writes)
+    # the same values (key order inside objects does not matter), one changed, 1 is not True
+    writes, text = _published(state, {"a": 1, "b": {"x": [1, 2]}, "c": 1})
+    assert list(writes) == ["t/tool/c"]
+    assert text == "[state updated: t/tool/c] [unchanged: t/tool/a, t/tool/b]"
+    writes, text = _published(state, {"a": 1})
+    assert writes is None and text == "[unchanged: t/tool/a]"
+
+
+def test_parallel_calls_to_one_tool_write_every_value() -> None:
+    calls = [{"name": "tool", "id": "call-1", "args": {}}, {"name": "tool", "id": "c2", "args": {}}]
+    state: dict[str, Any] = {"messages": [HumanMessage("a"), AIMessage("", tool_calls=calls)]}
+    state["tool_state"] = merge_tool_state({}, {"t/tool/a": {"value": 1}})
+    writes, text = _published(state, {"a": 1})
+    assert list(writes) == ["t/tool/a"]  # call order decides which value stays
+    assert "2 calls to tool in this step" in text
+
+
+def test_the_breadcrumb_names_a_few_keys_and_counts_the_rest() -> None:
+    state: dict[str, Any] = {"messages": [HumanMessage("a")], "tool_state": {}}
+    writes, text = _published(state, {f"f{i:03}": i for i in range(500)})
+    assert len(writes) == 500
+    named = ", ".join(f"t/tool/f{i:03}" for i in range(BREADCRUMB_KEYS))
+    assert text == f"[state updated: {named} + 495 more]"
+    state["tool_state"] = merge_tool_state({}, writes)
+    state["messages"].append(HumanMessage("b"))
+    writes, text = _published(state, {f"f{i:03}": i + (i < 7) for i in range(500)})
+    assert len(writes) == 7
+    assert text.startswith(f"[state updated: {named} + 2 more — each replaces the value it held")
+    assert text.endswith(
+        "[unchanged: t/tool/f007, t/tool/f008, t/tool/f009, t/tool/f010, t/tool/f011 + 488 more]"
+    )
