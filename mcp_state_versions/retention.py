@@ -23,7 +23,7 @@ in it as a snapshot (:func:`seal`). Only then are the ancestors deleted.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,7 +32,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from .backends import ID, Backend, backend_for, run_sync
+from .backends import ID, TOOL_STATE, Backend, backend_for, run_sync
 from .backends.memory import delete_checkpoints
 from .backends.sqlite import SqliteBackend
 from .storage import NOTHING_STORED
@@ -77,7 +77,29 @@ class PruningInMemorySaver(InMemorySaver):
 
 
 class PruningSqliteSaver(AsyncSqliteSaver):
-    """``AsyncSqliteSaver`` with ``aprune`` implemented (SQLite keeps no separate blobs)."""
+    """``AsyncSqliteSaver`` with ``aprune`` implemented (SQLite keeps no separate blobs), and a
+    delta history of ``tool_state`` that reads only what it needs.
+
+    LangGraph rebuilds ``tool_state`` at every run start from its delta history; the stock
+    saver decodes each checkpoint back to the last snapshot, every message included, which on a
+    long thread costs more than the turn. This one reads the chain from an index and decodes
+    one checkpoint (:meth:`~mcp_state_versions.backends.sqlite.SqliteBackend.delta_history`).
+    """
+
+    async def aget_delta_channel_history(
+        self, *, config: Any, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        configurable = config["configurable"]
+        checkpoint_id = configurable.get("checkpoint_id")
+        if TOOL_STATE not in channels or not checkpoint_id:
+            return await super().aget_delta_channel_history(config=config, channels=channels)
+        rest = [channel for channel in channels if channel != TOOL_STATE]
+        found = dict(await super().aget_delta_channel_history(config=config, channels=rest))
+        backend = SqliteBackend(self, sync=False, native_sync=False)
+        found[TOOL_STATE] = await backend.delta_history(
+            str(configurable["thread_id"]), configurable.get("checkpoint_ns", ""), checkpoint_id
+        )
+        return found
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         _check_strategy(strategy)

@@ -174,3 +174,40 @@ async def test_keep_latest_never_empties_tool_state(
         assert len(await _checkpoints(agent, thread_id)) == 1
         assert (await agent.aget_state(config)).values["tool_state"] == before
         assert before[BBOX]["value"] == OSL
+
+
+async def test_the_sqlite_delta_history_is_the_savers_own_read_cheaply(
+    tmp_path: Any, thread_id: str
+) -> None:
+    """What PruningSqliteSaver (and the walk, on any SQLite saver) reads for tool_state's delta
+    history is what the stock saver reads, checkpoint by checkpoint: on a forked thread with
+    snapshots, on a thread of the previous release, and after a prune sealed a checkpoint."""
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    path = tmp_path / "previous.sqlite"
+    shutil.copy(FIXTURE, path)
+    async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
+        agent = agent_on(saver, ring_size=1, snapshot_frequency=3)
+        for text in ["find Copenhagen", "find Aarhus", "hi", "find Oslo", "find Copenhagen"]:
+            await run_turn(agent, thread_id, text)
+        await fork_at(agent, thread_id, 2, "find Oslo")
+        await run_turn(agent, "plain", "find Aarhus")
+        await prune_thread(saver, "small-ring", keep_turns=2)
+        compared = 0
+        for thread in (thread_id, "plain", "small-ring"):
+            for state in await _checkpoints(agent, thread):
+                config = state.config
+                ours = (
+                    await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
+                )["tool_state"]
+                stock = (
+                    await AsyncSqliteSaver.aget_delta_channel_history(
+                        saver, config=config, channels=["tool_state"]
+                    )
+                )["tool_state"]
+                assert [w[2] for w in ours["writes"]] == [w[2] for w in stock["writes"]]
+                assert ("seed" in ours) == ("seed" in stock)
+                if "seed" in ours:
+                    assert stored_value(ours["seed"]) == stored_value(stock["seed"])
+                compared += 1
+        assert compared > 60

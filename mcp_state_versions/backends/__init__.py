@@ -184,6 +184,12 @@ class Backend:
 
     async def rebuild(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
         """``tool_state`` at a checkpoint that stores none: seed and writes along its parents."""
+        history = await self._delta_history(thread_id, namespace, checkpoint_id)
+        updates = [write[2] for write in history["writes"]]
+        return replay(history.get("seed"), updates, self.reducer)
+
+    async def _delta_history(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+        """The saver's own ``get_delta_channel_history`` for ``tool_state``."""
         config: Any = {
             "configurable": {
                 "thread_id": thread_id,
@@ -200,9 +206,7 @@ class Backend:
             found = await self.saver.aget_delta_channel_history(
                 config=config, channels=[TOOL_STATE]
             )
-        history = found[TOOL_STATE]
-        updates = [write[2] for write in history["writes"]]
-        return replay(history.get("seed"), updates, self.reducer)
+        return found[TOOL_STATE]
 
     async def write_snapshot(
         self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]

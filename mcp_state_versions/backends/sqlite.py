@@ -24,25 +24,58 @@ from typing import Any
 import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT
 
-from ..storage import NOTHING_STORED, snapshot
+from ..storage import NOTHING_STORED, replay, snapshot
 from . import ID, PARENT, TOOL_STATE, UNREAD, Link, LinkRow, NeedsAsync, SqlBackend
 
 __all__ = ["INDEX_NAME", "SqliteBackend", "sqlite_backend"]
 
-INDEX_NAME = "mcp_state_versions_lineage"
+INDEX_NAME = "mcp_state_versions_lineage_v2"
+"""The covering index over what a walk reads: ids, parents, the turn stamp, ``source``, and
+how many steps ago ``tool_state`` was last stored whole (LangGraph's delta counters)."""
+
+_OLD_INDEX_NAMES = ("mcp_state_versions_lineage",)
+"""Indexes earlier releases created, dropped when the current one is."""
 
 _META_TEXT = "CAST(metadata AS TEXT)"
 
 
-def _index_sql() -> str:
+def _counter(table: str = "") -> str:
+    meta = f"CAST({table}metadata AS TEXT)"
+    return f"json_extract({meta}, '$.counters_since_delta_snapshot.{TOOL_STATE}')"
+
+
+_COUNTER = _counter()
+"""``tool_state``'s delta counters in a checkpoint's metadata. LangGraph drops them when the
+channel is stored whole there (a snapshot) and leaves them out before it is first written, so
+only a checkpoint without them can hold a stored value (a whole value of the previous release
+has none either)."""
+
+
+def _index_sql() -> list[str]:
     from ..state import TURN_METADATA_KEY
 
-    return (
+    return [
         f"CREATE INDEX IF NOT EXISTS {INDEX_NAME} ON checkpoints (thread_id, checkpoint_ns, "
         f"checkpoint_id, parent_checkpoint_id, "
         f"json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
-        f"json_extract({_META_TEXT}, '$.source'))"
-    )
+        f"json_extract({_META_TEXT}, '$.source'), {_COUNTER})",
+        *(f"DROP INDEX IF EXISTS {name}" for name in _OLD_INDEX_NAMES),
+    ]
+
+
+_ANCESTORS_SQL = (
+    # The parent chain from a checkpoint (itself first), by primary-key steps on the covering
+    # index, up to and including the first ancestor without delta counters: the nearest one
+    # that can hold tool_state whole. SQLite yields recursive rows as it makes them.
+    "WITH RECURSIVE chain(id, parent, counter, depth) AS ("
+    f"SELECT checkpoint_id, parent_checkpoint_id, {_COUNTER}, 0 FROM checkpoints "
+    f"INDEXED BY {INDEX_NAME} WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
+    f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_counter('c.')}, "
+    f"chain.depth + 1 FROM chain CROSS JOIN checkpoints c INDEXED BY {INDEX_NAME} "
+    "ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = chain.parent "
+    "WHERE chain.depth = 0 OR chain.counter IS NOT NULL"
+    ") SELECT id, parent, counter FROM chain"
+)
 
 
 def _lineage_sql() -> str:
@@ -124,7 +157,7 @@ class SqliteBackend(SqlBackend):
             import sqlite3
 
             try:
-                await self._write([(_index_sql(), ())])
+                await self._write([(sql, ()) for sql in _index_sql()])
                 state = True
             except sqlite3.Error:
                 state = False
@@ -177,15 +210,81 @@ class SqliteBackend(SqlBackend):
         checkpoint = self.saver.serde.loads_typed(tuple(rows[0]))
         checkpoint.setdefault("channel_values", {})[TOOL_STATE] = snapshot(value)
         kind, data = self.saver.serde.dumps_typed(checkpoint)
+        # Its delta counters go too: they say a checkpoint stores no value (see _COUNTER).
         await self._write(
             [
                 (
-                    "UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? "
-                    "AND checkpoint_ns = ? AND checkpoint_id = ?",
+                    "UPDATE checkpoints SET type = ?, checkpoint = ?, metadata = CAST(json_remove("
+                    f"{_META_TEXT}, '$.counters_since_delta_snapshot.{TOOL_STATE}') AS BLOB) "
+                    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                     (kind, data, thread_id, namespace, checkpoint_id),
                 )
             ]
         )
+
+    async def rebuild(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+        history = await self.delta_history(thread_id, namespace, checkpoint_id)
+        return replay(history.get("seed"), [write[2] for write in history["writes"]], self.reducer)
+
+    async def delta_history(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> dict[str, Any]:
+        """``tool_state``'s delta history at a checkpoint, in LangGraph's form (a
+        ``DeltaChannelHistory``: the seed, and the writes after it, oldest first).
+
+        The saver's own ``get_delta_channel_history`` decodes every checkpoint on the way to the
+        seed, each with the whole message list, so a run start on a long thread cost seconds.
+        Here the chain comes from the covering index (ids, parents and delta counters), only
+        the checkpoints without counters are decoded (with the decoder that skips messages),
+        and the writes are one query.
+        """
+        if not await self._indexed():
+            return dict(await super()._delta_history(thread_id, namespace, checkpoint_id))
+        chain: list[str] = []
+        seed: Any = NOTHING_STORED
+        start = checkpoint_id
+        while start is not None:
+            rows = await self._rows(
+                _ANCESTORS_SQL, (thread_id, namespace, start, thread_id, namespace)
+            )
+            if not rows:
+                break
+            chain.extend(row[0] for row in rows[1:])
+            last, start = rows[-1], None
+            if len(rows) > 1:  # it stopped at a checkpoint without counters, or a missing parent
+                _, stored = await self.stored_tool_state(thread_id, namespace, last[0])
+                if stored is not None and stored is not NOTHING_STORED:
+                    seed = stored
+                elif last[2] is None and last[1] is not None:
+                    start = last[0]  # no value where one could be: keep walking
+        history: dict[str, Any] = {"writes": await self._writes(thread_id, namespace, chain)}
+        if seed is not NOTHING_STORED:
+            history["seed"] = seed
+        return history
+
+    async def _writes(
+        self, thread_id: str, namespace: str, chain: Sequence[str]
+    ) -> list[tuple[str, str, Any]]:
+        """``tool_state``'s writes stored at ``chain`` (newest first), oldest first, in the order
+        a step applies them (``writes_sort_key``)."""
+        from langgraph.checkpoint.base import writes_sort_key
+
+        if not chain:
+            return []
+        order = {checkpoint_id: position for position, checkpoint_id in enumerate(chain)}
+        path = "task_path" if getattr(self.saver, "_has_task_path", True) else "''"
+        found: list[tuple[Any, ...]] = []
+        for start in range(0, len(chain), 500):  # within SQLite's limit on bound parameters
+            part = chain[start : start + 500]
+            found += await self._rows(
+                f"SELECT checkpoint_id, task_id, idx, type, value, {path} FROM writes "
+                "WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? "
+                f"AND checkpoint_id IN ({','.join('?' * len(part))})",
+                (thread_id, namespace, TOOL_STATE, *part),
+            )
+        found.sort(key=lambda row: (-order[row[0]], writes_sort_key(row[5] or "", row[1], row[2])))
+        loads = self.saver.serde.loads_typed
+        return [(row[1], TOOL_STATE, loads((row[3], row[4]))) for row in found]
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         if not checkpoint_ids:

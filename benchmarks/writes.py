@@ -1,0 +1,263 @@
+"""Writes: what a turn stores and what it costs, against a plain agent, over keys × sizes.
+
+Per cell (``keys`` values of ``size`` JSON bytes), three agents run the same turns side by side
+(each turn of each agent in turn, the order rotating):
+
+* **library**: ``build_agent`` (default storage: ``tool_state`` as writes with snapshots) whose
+  tool publishes every field each turn;
+* **last-write-wins**: a plain agent, ``StateGraph`` + ``ToolNode`` with a dict channel
+  (``{**old, **new}``), whose tool returns the same fields into it;
+* **no tool_state**: the same plain agent whose tool returns a short text and stores nothing.
+
+Every turn after the first rewrites two fields (the same two, so their rings fill) and
+republishes the others unchanged. Measured per turn after the first:
+
+* ``tool_state`` bytes stored (the channel's writes and its snapshots, or the dict channel's
+  stored values), over the JSON bytes of the two values that changed. The library's figure is
+  amortized over its snapshot cadence: the bytes its writes took per turn, plus one snapshot's
+  measured size over the turns between snapshots (the channel's cadence read from the final
+  state, over the measured steps per turn). Snapshots taken during the run are counted in the
+  writes' figure as well, so nothing is left out;
+* milliseconds per turn (medians), library and last-write-wins, and their ratio.
+
+Then, on the library's thread: the time to load its state at run start (``aget_state``, which
+replays the writes since the last snapshot) against the plain agent's.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+from uuid import uuid4
+
+import ormsgpack
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
+from langgraph.types import Command
+from typing_extensions import TypedDict
+
+from mcp_state_versions import build_agent, publish, run_turn
+from mcp_state_versions.backends.sqlite import _unpack
+from mcp_state_versions.scripted import ScriptedChatModel, call
+from mcp_state_versions.storage import ToolStateChannel
+
+from .common import opened, progress
+
+CELLS = [(5, 200), (5, 10_000), (5, 200_000), (50, 200), (50, 10_000), (50, 200_000)]
+CELLS += [(500, 200), (500, 10_000)]
+"""(keys, bytes per value). 500 × 200 KB (100 MB of state) is left out: the plain agent would
+store 100 MB per checkpoint."""
+
+BUDGET = 64 * 1024 * 1024
+"""The library's budget for this run: above every cell's state, so nothing is evicted."""
+
+
+def _value(field: int, turn: int, size: int) -> str:
+    """A string whose JSON is ``size`` bytes; fields 0 and 1 change every turn."""
+    tag = f"{field}:{turn if field < 2 else 0}:"
+    return tag + "x" * (size - len(tag) - 2)
+
+
+def _fields(keys: int, size: int, turn: int) -> dict[str, str]:
+    return {f"f{i}": _value(i, turn, size) for i in range(keys)}
+
+
+class _Cell:
+    keys = 5
+    size = 200
+
+
+@tool
+def refresh(turn: int, runtime: ToolRuntime) -> Any:
+    """Publish every field (the library's tool)."""
+    return publish(runtime, "bench", "refresh", _fields(_Cell.keys, _Cell.size, turn))
+
+
+@tool
+def refresh_plain(turn: int, runtime: ToolRuntime) -> Any:
+    """Return every field into a plain dict channel (last-write-wins)."""
+    fields = _fields(_Cell.keys, _Cell.size, turn)
+    message = ToolMessage(f"updated {len(fields)} fields", tool_call_id=runtime.tool_call_id)
+    return Command(update={"tool_state": fields, "messages": [message]})
+
+
+@tool
+def refresh_nothing(turn: int) -> str:
+    """Compute the fields and store nothing."""
+    return f"computed {len(_fields(_Cell.keys, _Cell.size, turn))} fields"
+
+
+def _respond(name: str) -> Any:
+    def respond(messages: Sequence[BaseMessage]) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, HumanMessage):
+            turn = int(str(last.content).split()[-1])
+            return AIMessage("", tool_calls=[call(name, f"r{len(messages)}", turn=turn)])
+        return AIMessage("ok")
+
+    return respond
+
+
+def _merge(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
+    return {**(old or {}), **(new or {})}
+
+
+class _PlainState(TypedDict):
+    messages: Annotated[list[BaseMessage], add_messages]
+    tool_state: Annotated[dict[str, Any], _merge]
+
+
+def _plain_agent(saver: Any, tool_: Any) -> Any:
+    model = ScriptedChatModel(respond=_respond(tool_.name))
+    graph = StateGraph(_PlainState)
+    graph.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    graph.add_node("tools", ToolNode([tool_]))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=saver)
+
+
+async def tool_state_bytes(saver: Any, thread_id: str) -> int:
+    """Bytes a thread stores for ``tool_state``: its writes, and its values (snapshots for
+    the library, every stored value for a dict channel), as the backend holds them."""
+    if hasattr(saver, "storage"):  # in memory
+        total = sum(
+            len(w[2][1])
+            for k, ws in saver.writes.items()
+            if k[0] == thread_id
+            for w in ws.values()
+            if w[1] == "tool_state"
+        )
+        return total + sum(
+            len(v[1]) for k, v in saver.blobs.items() if k[0] == thread_id and k[2] == "tool_state"
+        )
+    if hasattr(saver, "_cursor"):  # PostgreSQL
+        total = 0
+        async with saver._cursor() as cursor:
+            for table in ("checkpoint_writes", "checkpoint_blobs"):
+                await cursor.execute(
+                    f"SELECT COALESCE(SUM(length(blob)), 0) AS n FROM {table} "
+                    "WHERE thread_id = %s AND channel = 'tool_state'",
+                    (thread_id,),
+                )
+                total += int((await cursor.fetchone())["n"])
+        return total
+    total = 0  # SQLite: writes in their table, values inside each checkpoint row
+    async with saver.lock:
+        query = "SELECT COALESCE(SUM(length(value)), 0) FROM writes WHERE thread_id = ? AND channel = 'tool_state'"
+        async with saver.conn.execute(query, (thread_id,)) as cursor:
+            total += (await cursor.fetchone())[0]
+        query = "SELECT type, checkpoint FROM checkpoints WHERE thread_id = ?"
+        async with saver.conn.execute(query, (thread_id,)) as cursor:
+            async for kind, data in cursor:
+                values = _unpack(data).get("channel_values") or {} if kind == "msgpack" else {}
+                if "tool_state" in values:
+                    stored = values["tool_state"]
+                    stored = getattr(stored, "value", stored)
+                    total += len(ormsgpack.packb(stored))
+    return total
+
+
+def _cadence(graph: Any, state: dict[str, Any]) -> int:
+    """The library channel's snapshot cadence (in steps) for ``state``."""
+    channel = graph.builder.channels["tool_state"]
+    assert isinstance(channel, ToolStateChannel)
+    probe = channel.from_checkpoint(state)
+    return probe.snapshot_frequency
+
+
+async def _steps(graph: Any, thread_id: str) -> int:
+    return len(
+        [s async for s in graph.aget_state_history({"configurable": {"thread_id": thread_id}})]
+    )
+
+
+async def measure_cell(
+    backend: str, keys: int, size: int, turns: int, workdir: Path
+) -> dict[str, Any]:
+    _Cell.keys, _Cell.size = keys, size
+    async with opened(backend, workdir) as (saver, _):
+        agents = {
+            "library": build_agent(
+                ScriptedChatModel(respond=_respond("refresh")),
+                [refresh],
+                checkpointer=saver,
+                budget_bytes=BUDGET,
+            ),
+            "last-write-wins": _plain_agent(saver, refresh_plain),
+            "no tool_state": _plain_agent(saver, refresh_nothing),
+        }
+        threads = {name: f"writes-{name[:3]}-{uuid4().hex}" for name in agents}
+
+        async def turn(name: str, n: int) -> float:
+            graph, thread = agents[name], threads[name]
+            start = time.perf_counter()
+            if name == "library":
+                await run_turn(graph, thread, f"refresh {n}")
+            else:
+                config = {"configurable": {"thread_id": thread}}
+                await graph.ainvoke({"messages": [HumanMessage(f"refresh {n}")]}, config)
+            return (time.perf_counter() - start) * 1000
+
+        for name in agents:
+            await turn(name, 1)
+        before = {name: await tool_state_bytes(saver, threads[name]) for name in agents}
+        times: dict[str, list[float]] = {name: [] for name in agents}
+        names = list(agents)
+        for n in range(2, turns + 2):
+            rotation = names[n % len(names) :] + names[: n % len(names)]
+            for name in rotation:
+                times[name].append(await turn(name, n))
+        stored = {
+            name: await tool_state_bytes(saver, threads[name]) - before[name] for name in agents
+        }
+        changed = 2 * size * turns
+        library = agents["library"]
+        config = {"configurable": {"thread_id": threads["library"]}}
+        state = (await library.aget_state(config)).values["tool_state"]
+        cadence = _cadence(library, state)
+        steps_per_turn = (await _steps(library, threads["library"])) / (turns + 1)
+        snapshot = len(ormsgpack.packb(state))
+        per_turn = stored["library"] / turns
+        amortized = per_turn + snapshot / max(cadence / steps_per_turn, 1)
+
+        async def load(name: str) -> float:
+            start = time.perf_counter()
+            await agents[name].aget_state({"configurable": {"thread_id": threads[name]}})
+            return (time.perf_counter() - start) * 1000
+
+        loads = {
+            name: statistics.median([await load(name) for _ in range(5)])
+            for name in ("library", "last-write-wins")
+        }
+        ms = {name: statistics.median(samples) for name, samples in times.items()}
+        return {
+            "changed_per_turn": 2 * size,
+            "stored_per_turn": {name: stored[name] / turns for name in agents},
+            "library_amortized_per_turn": amortized,
+            "ratio_stored": amortized / (changed / turns),
+            "ratio_stored_lww": stored["last-write-wins"] / changed,
+            "snapshot_bytes": snapshot,
+            "cadence_steps": cadence,
+            "steps_per_turn": steps_per_turn,
+            "ms_per_turn": ms,
+            "ratio_time_lww": ms["library"] / ms["last-write-wins"],
+            "load_ms": loads,
+        }
+
+
+async def measure(
+    backend: str, turns: int, workdir: Path, cells: Sequence[tuple[int, int]] = CELLS
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for keys, size in cells:
+        progress(f"{backend}: writes, {keys} keys × {size:,} B")
+        out[f"{keys}x{size}"] = await measure_cell(backend, keys, size, turns, workdir)
+    return out
