@@ -13,11 +13,11 @@ Every turn after the first rewrites two fields (the same two, so their rings fil
 republishes the others unchanged. Measured per turn after the first:
 
 * ``tool_state`` bytes stored (the channel's writes and its snapshots, or the dict channel's
-  stored values), over the JSON bytes of the two values that changed. The library's figure is
-  amortized over its snapshot cadence: the bytes its writes took per turn, plus one snapshot's
-  measured size over the turns between snapshots (the channel's cadence read from the final
-  state, over the measured steps per turn). Snapshots taken during the run are counted in the
-  writes' figure as well, so nothing is left out;
+  writes and stored values), over the JSON bytes of the two values that changed. The
+  library's figure is amortized over its snapshot cadence, since a short run may take none or
+  one: the bytes its writes took per turn, plus one snapshot's measured size over the turns
+  the cadence puts between two (each of its rules evaluated on the totals measured over the
+  run);
 * milliseconds per turn (medians), library and last-write-wins, and their ratio.
 
 Then, on the library's thread: the time to load its state at run start (``aget_state``, which
@@ -45,7 +45,12 @@ from typing_extensions import TypedDict
 from mcp_state_versions import build_agent, publish, run_turn
 from mcp_state_versions.backends.sqlite import _unpack
 from mcp_state_versions.scripted import ScriptedChatModel, call
-from mcp_state_versions.storage import ToolStateChannel
+from mcp_state_versions.storage import (
+    _ENTRY_BYTES,
+    DEFAULT_SNAPSHOT_FREQUENCY,
+    MAX_REPLAY_WRITES,
+    SNAPSHOT_RATIO,
+)
 
 from .common import opened, progress
 
@@ -124,22 +129,24 @@ def _plain_agent(saver: Any, tool_: Any) -> Any:
     return graph.compile(checkpointer=saver)
 
 
-async def tool_state_bytes(saver: Any, thread_id: str) -> int:
-    """Bytes a thread stores for ``tool_state``: its writes, and its values (snapshots for
-    the library, every stored value for a dict channel), as the backend holds them."""
+async def tool_state_bytes(saver: Any, thread_id: str) -> tuple[int, int]:
+    """``(writes, values)``: bytes a thread stores for ``tool_state`` in its writes, and in
+    stored values (snapshots for the library, every stored value for a dict channel), as the
+    backend holds them."""
     if hasattr(saver, "storage"):  # in memory
-        total = sum(
+        writes = sum(
             len(w[2][1])
             for k, ws in saver.writes.items()
             if k[0] == thread_id
             for w in ws.values()
             if w[1] == "tool_state"
         )
-        return total + sum(
+        values = sum(
             len(v[1]) for k, v in saver.blobs.items() if k[0] == thread_id and k[2] == "tool_state"
         )
+        return writes, values
     if hasattr(saver, "_cursor"):  # PostgreSQL
-        total = 0
+        found = []
         async with saver._cursor() as cursor:
             for table in ("checkpoint_writes", "checkpoint_blobs"):
                 await cursor.execute(
@@ -147,41 +154,32 @@ async def tool_state_bytes(saver: Any, thread_id: str) -> int:
                     "WHERE thread_id = %s AND channel = 'tool_state'",
                     (thread_id,),
                 )
-                total += int((await cursor.fetchone())["n"])
-        return total
-    total = 0  # SQLite: writes in their table, values inside each checkpoint row
+                found.append(int((await cursor.fetchone())["n"]))
+        return found[0], found[1]
+    values = 0  # SQLite: writes in their table, values inside each checkpoint row
     async with saver.lock:
         query = "SELECT COALESCE(SUM(length(value)), 0) FROM writes WHERE thread_id = ? AND channel = 'tool_state'"
         async with saver.conn.execute(query, (thread_id,)) as cursor:
-            total += (await cursor.fetchone())[0]
+            writes = (await cursor.fetchone())[0]
         query = "SELECT type, checkpoint FROM checkpoints WHERE thread_id = ?"
         async with saver.conn.execute(query, (thread_id,)) as cursor:
             async for kind, data in cursor:
-                values = _unpack(data).get("channel_values") or {} if kind == "msgpack" else {}
-                if "tool_state" in values:
-                    stored = values["tool_state"]
-                    stored = getattr(stored, "value", stored)
-                    total += len(ormsgpack.packb(stored))
-    return total
+                stored = (_unpack(data).get("channel_values") or {}) if kind == "msgpack" else {}
+                if "tool_state" in stored:
+                    value = stored["tool_state"]
+                    values += len(ormsgpack.packb(getattr(value, "value", value)))
+    return writes, values
 
 
-def _cadence(graph: Any, state: dict[str, Any]) -> int:
-    """The library channel's snapshot cadence (in steps) for ``state``."""
-    channel = graph.builder.channels["tool_state"]
-    assert isinstance(channel, ToolStateChannel)
-    probe = channel.from_checkpoint(state)
-    return probe.snapshot_frequency
-
-
-async def _steps(graph: Any, thread_id: str) -> int:
-    return len(
-        [s async for s in graph.aget_state_history({"configurable": {"thread_id": thread_id}})]
-    )
+def _totals(state: dict[str, Any]) -> tuple[int, int, int]:
+    record = state["__clock__"]
+    return record["writes"], record["written"], record["bytes"] + _ENTRY_BYTES * len(state)
 
 
 async def measure_cell(
     backend: str, keys: int, size: int, turns: int, workdir: Path
 ) -> dict[str, Any]:
+    """One cell: ``turns`` measured turns of each agent, after one that publishes everything."""
     _Cell.keys, _Cell.size = keys, size
     async with opened(backend, workdir) as (saver, _):
         agents = {
@@ -195,6 +193,7 @@ async def measure_cell(
             "no tool_state": _plain_agent(saver, refresh_nothing),
         }
         threads = {name: f"writes-{name[:3]}-{uuid4().hex}" for name in agents}
+        library, config = agents["library"], {"configurable": {"thread_id": threads["library"]}}
 
         async def turn(name: str, n: int) -> float:
             graph, thread = agents[name], threads[name]
@@ -202,31 +201,38 @@ async def measure_cell(
             if name == "library":
                 await run_turn(graph, thread, f"refresh {n}")
             else:
-                config = {"configurable": {"thread_id": thread}}
-                await graph.ainvoke({"messages": [HumanMessage(f"refresh {n}")]}, config)
+                await graph.ainvoke(
+                    {"messages": [HumanMessage(f"refresh {n}")]},
+                    {"configurable": {"thread_id": thread}},
+                )
             return (time.perf_counter() - start) * 1000
 
         for name in agents:
             await turn(name, 1)
         before = {name: await tool_state_bytes(saver, threads[name]) for name in agents}
+        books_before = _totals((await library.aget_state(config)).values["tool_state"])
         times: dict[str, list[float]] = {name: [] for name in agents}
         names = list(agents)
         for n in range(2, turns + 2):
-            rotation = names[n % len(names) :] + names[: n % len(names)]
-            for name in rotation:
+            for name in names[n % len(names) :] + names[: n % len(names)]:
                 times[name].append(await turn(name, n))
-        stored = {
-            name: await tool_state_bytes(saver, threads[name]) - before[name] for name in agents
-        }
-        changed = 2 * size * turns
-        library = agents["library"]
-        config = {"configurable": {"thread_id": threads["library"]}}
+        after = {name: await tool_state_bytes(saver, threads[name]) for name in agents}
+        stored = {name: sum(after[name]) - sum(before[name]) for name in agents}
+        changed = 2 * size
         state = (await library.aget_state(config)).values["tool_state"]
-        cadence = _cadence(library, state)
-        steps_per_turn = (await _steps(library, threads["library"])) / (turns + 1)
+        books = _totals(state)
+        # The library's snapshots, amortized: one snapshot's measured bytes over the turns its
+        # cadence puts between two (each rule's quantities as measured over these turns).
+        writes_per_turn = (books[0] - books_before[0]) / turns
+        written_per_turn = (books[1] - books_before[1]) / turns
+        between = min(
+            SNAPSHOT_RATIO * books[2] / written_per_turn,
+            MAX_REPLAY_WRITES / writes_per_turn,
+            DEFAULT_SNAPSHOT_FREQUENCY / 3,  # three updates a turn: open, tool, close
+        )
         snapshot = len(ormsgpack.packb(state))
-        per_turn = stored["library"] / turns
-        amortized = per_turn + snapshot / max(cadence / steps_per_turn, 1)
+        library_writes = (after["library"][0] - before["library"][0]) / turns
+        amortized = library_writes + snapshot / max(between, 1)
 
         async def load(name: str) -> float:
             start = time.perf_counter()
@@ -239,14 +245,14 @@ async def measure_cell(
         }
         ms = {name: statistics.median(samples) for name, samples in times.items()}
         return {
-            "changed_per_turn": 2 * size,
+            "changed_per_turn": changed,
             "stored_per_turn": {name: stored[name] / turns for name in agents},
+            "library_writes_per_turn": library_writes,
             "library_amortized_per_turn": amortized,
-            "ratio_stored": amortized / (changed / turns),
-            "ratio_stored_lww": stored["last-write-wins"] / changed,
             "snapshot_bytes": snapshot,
-            "cadence_steps": cadence,
-            "steps_per_turn": steps_per_turn,
+            "turns_between_snapshots": between,
+            "ratio_stored": amortized / changed,
+            "ratio_stored_lww": stored["last-write-wins"] / turns / changed,
             "ms_per_turn": ms,
             "ratio_time_lww": ms["library"] / ms["last-write-wins"],
             "load_ms": loads,

@@ -7,9 +7,11 @@ a ``StateGraph`` with ``messages`` and versioned ``tool_state``, a model node an
 (LangGraph's prebuilt ``create_react_agent`` is deprecated since LangGraph 1.0, and its
 replacement lives in a separate package; the loop is four lines of graph anyway).
 
-The graph runs the turn clock (:mod:`mcp_state_versions.clock`): ``open_turn`` first and
-``close_turn`` last, so any client that sends ``{"messages": [...]}`` gets its turns counted,
-whatever later trims or summarizes the messages.
+The graph runs the turn clock (:mod:`mcp_state_versions.clock`) in its model node: the turn
+opens when the node answers a new user message and closes with the reply that calls no tools
+(:func:`~mcp_state_versions.clock.ticks_around`), so any client that sends
+``{"messages": [...]}`` gets its turns counted, whatever later trims or summarizes the
+messages.
 
 :func:`run_turn` is a convenience: it sends one user message with the turn's number stamped into
 the run's checkpoint metadata. Nothing depends on the stamp (the clock is the definition), but
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
+from uuid import uuid4
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -30,7 +33,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from .clock import close_turn, current_turn, open_turn
+from .backends import NeedsAsync, backend_for, stamp_turn
+from .clock import current_turn, ticks_around
 from .history import AUTO, HistoryOption
 from .inspect_tool import make_inspect_state
 from .state import (
@@ -111,37 +115,38 @@ def build_agent(
     every ``snapshot_frequency`` updates (:mod:`mcp_state_versions.storage`).
     ``system_prompt`` is prepended to every model call (not stored in state); ``None`` omits it.
 
-    The graph is ``open_turn -> agent <-> tools -> close_turn``: the turn clock ticks on each new
-    user message, whoever sends it. ``checkpointer`` may be left out and attached later (as the
-    LangGraph Agent Server does); ``history=AUTO`` follows whichever saver runs.
+    The graph is ``agent <-> tools``: the agent node ticks the turn clock on each new user
+    message, whoever sends it, and closes the turn with its final reply. ``checkpointer`` may
+    be left out and attached later (as the LangGraph Agent Server does); ``history=AUTO``
+    follows whichever saver runs.
     """
     all_tools = with_session_state(tools, checkpointer, allowed_keys=allowed_keys, history=history)
     reducer = reducer or make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
     bound = model.bind_tools(all_tools)
     prefix = [SystemMessage(system_prompt)] if system_prompt else []
 
-    def call_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return {"messages": [bound.invoke([*prefix, *state["messages"]], config)]}
-
-    async def acall_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return {"messages": [await bound.ainvoke([*prefix, *state["messages"]], config)]}
-
-    graph = StateGraph(make_session_state(reducer, snapshot_frequency=snapshot_frequency))
     bounds = getattr(reducer, "bounds", None)
 
-    def open_the_turn(state: dict[str, Any]) -> dict[str, Any]:
-        return open_turn(state, bounds=bounds)
+    def replied(state: dict[str, Any], reply: Any, config: RunnableConfig) -> dict[str, Any]:
+        # The turn clock runs in this node (clock.ticks_around), not in nodes of its own.
+        if getattr(reply, "id", None) is None:
+            reply.id = f"run-{uuid4()}"
+        return {"messages": [reply], **ticks_around(state, reply, config, bounds=bounds)}
 
-    graph.add_node("open_turn", open_the_turn)
+    def call_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        return replied(state, bound.invoke([*prefix, *state["messages"]], config), config)
+
+    async def acall_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        reply = await bound.ainvoke([*prefix, *state["messages"]], config)
+        return replied(state, reply, config)
+
+    graph = StateGraph(make_session_state(reducer, snapshot_frequency=snapshot_frequency))
     # Both forms, so the agent runs under invoke() as well as ainvoke()/astream().
     graph.add_node("agent", RunnableLambda(call_model, afunc=acall_model, name="agent"))
     graph.add_node("tools", ToolNode(all_tools))
-    graph.add_node("close_turn", close_turn)
-    graph.add_edge(START, "open_turn")
-    graph.add_edge("open_turn", "agent")
-    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "close_turn"})
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
     graph.add_edge("tools", "agent")
-    graph.add_edge("close_turn", END)
     return graph.compile(checkpointer=checkpointer)
 
 
@@ -158,13 +163,39 @@ async def run_turn(
 ) -> dict[str, Any]:
     """Send one user message to ``agent`` on ``thread_id`` and run the turn to its end.
 
-    Reads the thread's turn from its clock to stamp the run's checkpoints with the turn it
-    opens (a hint for the checkpoint walk), and returns the final state. Any other way of
-    invoking the agent with a user message counts the turn just the same.
+    Stamps the run's checkpoints with the turn it opens (a hint for the checkpoint walk), and
+    returns the final state. Any other way of invoking the agent with a user message counts the
+    turn just the same.
+
+    The turn comes from the stamp of the checkpoint the run continues, when a run of this
+    function ended it (a hint is all the stamp is for, and the walk checks it against the
+    clock); otherwise from the thread's clock, which means rebuilding its state.
     """
     base: RunnableConfig = {"configurable": {"thread_id": thread_id, **configurable}}
-    snapshot = await agent.aget_state(base)
-    turn = current_turn(snapshot.values or {}) + 1
+    turn = await _stamped_turn(agent, base)
+    if turn is None:
+        snapshot = await agent.aget_state(base)
+        turn = current_turn(snapshot.values or {})
     return await agent.ainvoke(
-        {"messages": [HumanMessage(text)]}, turn_config(thread_id, turn, **configurable)
+        {"messages": [HumanMessage(text)]}, turn_config(thread_id, turn + 1, **configurable)
     )
+
+
+async def _stamped_turn(agent: CompiledStateGraph, config: RunnableConfig) -> int | None:
+    """The turn stamped on the checkpoint a run on ``config`` continues (0 for a new thread),
+    when that checkpoint ended a stamped run; ``None`` when it did not."""
+    saver = agent.checkpointer
+    if not isinstance(saver, BaseCheckpointSaver):
+        return None
+    configurable = config["configurable"]
+    try:
+        link = await backend_for(saver).link(
+            str(configurable["thread_id"]),
+            str(configurable.get("checkpoint_ns") or ""),
+            configurable.get("checkpoint_id"),
+        )
+    except NeedsAsync:
+        return None
+    if link is None:
+        return 0
+    return stamp_turn(link.stamp) if link.source == "loop" else None

@@ -49,6 +49,7 @@ __all__ = [
     "open_turn",
     "position",
     "state_field",
+    "ticks_around",
     "turn_of_tool_state",
 ]
 
@@ -241,3 +242,28 @@ def close_turn(state: Any, config: RunnableConfig | None = None) -> dict[str, An
     messages = state_field(state, "messages") or []
     seen = _message_id(messages[-1]) if messages else None
     return {"tool_state": {CLOCK_KEY: {"turn": record["turn"], "open": False, "seen": seen}}}
+
+
+def ticks_around(
+    state: Any,
+    reply: Any,
+    config: RunnableConfig | None = None,
+    *,
+    bounds: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """The clock writes of a model node that runs the clock itself, as one ``tool_state``
+    update: :func:`open_turn`'s tick for the input it answers, and :func:`close_turn`'s when
+    ``reply`` ends the turn (it calls no tools). ``{}`` when neither applies.
+
+    :func:`~mcp_state_versions.agent.build_agent` does this instead of running the two as
+    nodes of their own: each node is a step, and each step is a checkpoint written, which for
+    a short turn was a third of its time. ``reply`` needs an id (the node gives it one), since
+    the close records the last message seen.
+    """
+    opened = open_turn(state, config, bounds=bounds).get("tool_state", {}).get(CLOCK_KEY)
+    tick = dict(opened) if opened else None
+    if not getattr(reply, "tool_calls", None) and _in_root(config):
+        record = tick or clock_of(state_field(state, "tool_state"))
+        if record is not None and record.get("turn") is not None:
+            tick = {**(tick or {}), "turn": record["turn"], "open": False, "seen": reply.id}
+    return {"tool_state": {CLOCK_KEY: tick}} if tick else {}

@@ -39,8 +39,8 @@ from langgraph.types import Command
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .clock import clock_of, current_turn, entries_of, state_field
-from .state import DEFAULT_BUDGET_BYTES, ToolStateError
-from .versions import canonical
+from .state import DEFAULT_BUDGET_BYTES, ToolStateError, is_entry
+from .versions import canonical, same_value
 
 __all__ = [
     "BREADCRUMB_KEYS",
@@ -134,16 +134,17 @@ class Publication:
 def publication(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) -> Publication:
     """Which of ``writes`` to store, and the breadcrumb that says what they did.
 
-    Each value is serialized once, for its identity: that tells an unchanged republish, a
-    rewrite, and a value too large for the budget.
+    An unchanged republish is told by comparing values; each changed value is serialized once,
+    for its identity and size: that tells a rewrite and a value too large for the budget.
     """
     state = runtime.state
-    identities = {key: canonical(write["value"]) for key, write in writes.items()}
     siblings = _siblings_note(runtime)
-    unchanged = [] if siblings else _unchanged(identities, state)
-    changed = {key: identities[key] for key in writes if key not in unchanged}
+    unchanged = [] if siblings else _unchanged(writes, state)
+    changed = {
+        key: canonical(write["value"]) for key, write in writes.items() if key not in unchanged
+    }
     dropped = _not_kept(changed, state)
-    kept = {key: identities[key] for key in changed if key not in dropped}
+    kept = {key: changed[key] for key in changed if key not in dropped}
     parts = [f"[state updated: {_described(kept, state, current_turn(state))}]" if kept else ""]
     if unchanged:
         parts.append(f"[unchanged: {_named(unchanged)}]")
@@ -176,13 +177,14 @@ def _named(keys: Sequence[str]) -> str:
     return f"{shown} + {rest} more" if rest > 0 else shown
 
 
-def _unchanged(identities: Mapping[str, tuple[str, int]], state: Any) -> list[str]:
-    """The keys whose current value is the one written again."""
+def _unchanged(writes: Mapping[str, Mapping[str, Any]], state: Any) -> list[str]:
+    """The keys whose current value is the one written again (compared without serializing:
+    a tool republishing five hundred values should not pay for five hundred serializations)."""
     present = entries_of(state_field(state, "tool_state"))
     unchanged = []
-    for key, (digest, _) in identities.items():
+    for key, write in writes.items():
         entry = present.get(key)
-        if isinstance(entry, Mapping) and "value" in entry and entry.get("digest") == digest:
+        if is_entry(entry) and "value" in entry and same_value(write["value"], entry["value"]):
             unchanged.append(key)
     return unchanged
 

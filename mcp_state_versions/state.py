@@ -199,7 +199,11 @@ def make_merge_tool_state(
     def merge_tool_state(
         current: Mapping[str, Any] | None, update: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        merged: dict[str, Any] = dict(_as_state(current, "current tool_state"))
+        return merge_into(dict(_as_state(current, "current tool_state")), update)
+
+    def merge_into(merged: dict[str, Any], update: Mapping[str, Any] | None) -> dict[str, Any]:
+        # The merge proper, into a dict the caller owns: a replay of many updates copies the
+        # state once, not once per update (see storage.batched).
         if not update:
             return merged
         update = _as_state(update, "tool_state update")
@@ -257,6 +261,7 @@ def make_merge_tool_state(
         return merged
 
     merge_tool_state.bounds = dict(bounds)  # type: ignore[attr-defined]
+    merge_tool_state.merge_into = merge_into  # type: ignore[attr-defined]
     merge_tool_state.__doc__ = (
         f"Merge a tool_state update (ring_size={ring_size}, ring_bytes={ring_bytes}, "
         f"budget_bytes={budget_bytes}); see make_merge_tool_state."

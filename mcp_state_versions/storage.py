@@ -39,6 +39,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 __all__ = [
     "DEFAULT_SNAPSHOT_FREQUENCY",
+    "MAX_REPLAY_WRITES",
     "NOTHING_STORED",
     "SNAPSHOT_RATIO",
     "Reducer",
@@ -52,21 +53,27 @@ __all__ = [
 
 Reducer = Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], dict[str, Any]]
 
-DEFAULT_SNAPSHOT_FREQUENCY = 256
+DEFAULT_SNAPSHOT_FREQUENCY = 1000
 """The most updates of ``tool_state`` (about three a turn) between whole snapshots.
 
-Within it, the cadence follows the bytes (:class:`ToolStateChannel`): a snapshot is taken once
-the writes since the last one add up to :data:`SNAPSHOT_RATIO` times the snapshot's own size.
-Every snapshot stores the whole session state once, so a rarer one stores less per turn; every
-run starts by replaying the writes since the last snapshot, and every read beyond the ring
-replays them for the turn it reads, so a rarer one costs more time. Measured in
-``python -m benchmarks`` (README)."""
+Within it, the cadence follows what was written (:class:`ToolStateChannel`). Every snapshot
+stores the whole session state once, so a rarer one stores less per turn; every run starts by
+replaying the writes since the last snapshot, and every read beyond the ring replays them for
+the turn it reads, so a rarer one costs more time. Measured in ``python -m benchmarks``
+(README)."""
 
 SNAPSHOT_RATIO = 2
-"""Writes since the last snapshot, as a multiple of a snapshot's size, that call for the next.
+"""Bytes written since the last snapshot, as a multiple of a snapshot's size, that call for the
+next: a turn then stores its writes plus at most half as much again in snapshots."""
 
-A turn then stores its writes plus at most half their size again in snapshots, and a replay
-reads at most twice what one snapshot holds."""
+MAX_REPLAY_WRITES = 1000
+"""Key writes since the last snapshot that call for the next, whatever their size.
+
+Every run start replays the writes since the last snapshot through the reducer, which costs
+about 10 µs a small write (validation and the canonical digest, measured) where loading the
+snapshot costs well under 1 µs an entry. Many small values rewritten a few at a time would
+otherwise go thousands of writes between snapshots; this bounds a small-value run start's
+replay to about 10 ms. Large values are bounded by :data:`SNAPSHOT_RATIO` first."""
 
 _ENTRY_BYTES = 160
 """About what a stored entry adds to its values' bytes (key, digest, counters, ring items)."""
@@ -85,7 +92,16 @@ def batched(reducer: Reducer) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
     merges every middleware's).
     """
 
+    # A reducer built by make_merge_tool_state can merge into a dict it is handed: the batch is
+    # then one copy of the state and O(1) work per write, as if merged one by one.
+    into = getattr(reducer, "merge_into", None)
+
     def fold(state: Any, updates: Sequence[Any]) -> dict[str, Any]:
+        if into is not None:
+            merged = reducer(state, None)  # a fresh copy: the state passed in is not changed
+            for update in updates:
+                merged = into(merged, update)
+            return merged
         merged = {} if state is None else state
         for update in updates:
             merged = reducer(merged, update)
@@ -96,49 +112,65 @@ def batched(reducer: Reducer) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
     return fold
 
 
+def _totals(value: Any) -> tuple[int, int] | None:
+    """``(writes, written)``: the reducer's running totals in a ``tool_state``'s clock record."""
+    record = value.get("__clock__") if isinstance(value, Mapping) else None
+    if not isinstance(record, Mapping):
+        return None
+    writes, written = record.get("writes"), record.get("written")
+    if type(writes) is int and type(written) is int:
+        return writes, written
+    return None
+
+
 class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
-    """A ``DeltaChannel`` whose snapshot cadence follows the bytes written, not the updates.
+    """A ``DeltaChannel`` whose snapshot cadence follows what was written, not a step count.
 
     LangGraph takes a snapshot when a channel's updates since the last one reach its
-    ``snapshot_frequency``. A fixed count fits no ``tool_state``: a state of five small values
-    rewritten whole each turn wants a snapshot every few updates, one of five hundred large
-    values with two rewritten a turn wants one every few hundred. So the count is read from the
-    value itself: the snapshot's size (the JSON bytes the entries hold, from the reducer's
-    totals) times :data:`SNAPSHOT_RATIO`, over the bytes a write has taken on average. (The
-    reducer counts writes per key, which keeps its totals the same however writes are batched;
-    LangGraph counts steps, of which there are at most as many, so the writes since a snapshot
-    reach at least that multiple.) It is a pure function of the value, capped by the
-    ``snapshot_frequency`` given.
+    ``snapshot_frequency``, which it reads from the live channel once per step. A fixed count
+    fits no ``tool_state``: five small values rewritten each turn want a snapshot every few
+    turns, five hundred values with two rewritten a turn one every few hundred. So this channel
+    answers from what it holds. It knows the reducer's running totals at its seed (the snapshot
+    it was rebuilt from, :meth:`from_checkpoint`) and now; a snapshot is due once the writes
+    since then reach :data:`SNAPSHOT_RATIO` times the snapshot's own size (what storage costs),
+    or :data:`MAX_REPLAY_WRITES` key writes (what a run start's replay costs), and then it
+    answers 1 (due now) and takes the present as its new base: LangGraph takes the snapshot in
+    that step whenever anything was written since the last one, and when nothing was, the last
+    one is the present anyway. Otherwise it answers the ``snapshot_frequency`` given, which
+    stays LangGraph's own cap.
     """
 
-    __slots__ = ("most",)
+    __slots__ = ("base", "most")
 
     @property  # type: ignore[override]
     def snapshot_frequency(self) -> int:
-        value = self.value
-        record = value.get("__clock__") if isinstance(value, Mapping) else None
-        if not isinstance(record, Mapping):
+        totals = _totals(self.value) if self.value is not MISSING else None
+        if totals is None:
             return self.most
-        writes, written = record.get("writes"), record.get("written")
-        held = record.get("bytes", 0)
-        if not (type(writes) is int and type(written) is int and writes > 0 and written > 0):
-            return self.most
-        size = held + _ENTRY_BYTES * len(value)
-        return max(1, min(self.most, (SNAPSHOT_RATIO * size * writes) // written))
+        writes, written = totals[0] - self.base[0], totals[1] - self.base[1]
+        record = self.value["__clock__"]
+        size = record.get("bytes", 0) + _ENTRY_BYTES * len(self.value)
+        if written >= SNAPSHOT_RATIO * size or writes >= MAX_REPLAY_WRITES:
+            self.base = totals
+            return 1
+        return self.most
 
     @snapshot_frequency.setter
     def snapshot_frequency(self, most: int) -> None:
         self.most = most
+        self.base = (0, 0)
 
     def copy(self) -> ToolStateChannel:
         new = self.__class__(self.reducer, self.typ, snapshot_frequency=self.most)
         new.key = self.key
         new.value = self.value if self.value is MISSING else _copy.copy(self.value)
+        new.base = self.base
         return new
 
     def from_checkpoint(self, checkpoint: Any) -> ToolStateChannel:
         new = super().from_checkpoint(checkpoint)
         new.most = self.most
+        new.base = _totals(new.value) or (0, 0)
         return new
 
     def __eq__(self, other: object) -> bool:
@@ -203,9 +235,9 @@ def replay(seed: Any, updates: Iterable[Any], reducer: Reducer | None = None) ->
 
     value = stored_value(seed)
     state: dict[str, Any] = {} if value is NOTHING_STORED else dict(value)
-    merge = reducer
-    for update in updates:
-        if merge is None:  # the bounds the state records, or else the first tick's
-            merge = reducer_for(state, update)
-        state = merge(state, update)
-    return state
+    updates = list(updates)
+    if not updates:
+        return state
+    # The bounds the state records, or else the first tick's.
+    merge = reducer if reducer is not None else reducer_for(state, updates[0])
+    return batched(merge)(state, updates)

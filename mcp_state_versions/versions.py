@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,7 @@ __all__ = [
     "advance",
     "canonical",
     "ring_reaches_first",
+    "same_value",
     "strip_ring_values",
     "value_at_turn",
     "version_spans",
@@ -66,6 +68,34 @@ def canonical(value: Any) -> tuple[str, int]:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     data = text.encode()
     return hashlib.blake2b(data, digest_size=12).hexdigest(), len(data)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two JSON values have the same canonical text, without serializing either.
+
+    Python's ``==`` runs in C but calls ``1``, ``1.0`` and ``True`` equal; so a value it finds
+    equal is checked again for types (and the sign of zero), which :func:`canonical` tells
+    apart. Most values that differ are told apart by ``==`` alone. Used to leave an unchanged
+    republish out of the writes without serializing every value republished.
+    """
+    try:
+        if a != b:
+            return False
+    except Exception:
+        return False
+    return _same_types(a, b)
+
+
+def _same_types(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return all(_same_types(value, b[key]) for key, value in a.items())
+    if type(a) is list:
+        return all(map(_same_types, a, b))
+    if type(a) is float:
+        return math.copysign(1.0, a) == math.copysign(1.0, b)
+    return True
 
 
 @dataclass(frozen=True, slots=True)

@@ -365,3 +365,22 @@ def test_a_whole_tool_state_with_a_malformed_entry_is_refused(corrupt: Any, frag
     corrupt(whole["k"])
     with pytest.raises(ToolStateError, match=f"not one this reducer produced.*{fragment}"):
         merge_tool_state({}, whole)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_same_value_agrees_with_the_canonical_text(data: st.DataObject) -> None:
+    """same_value is canonical equality without serializing: 1, 1.0, True and -0.0 apart."""
+    from mcp_state_versions.versions import canonical, same_value
+
+    leaves = st.sampled_from([0, 1, -1, 1.0, 0.0, -0.0, 2.5, True, False, None, "", "a", "1"])
+    values = st.recursive(
+        leaves,
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("ab"), inner, max_size=2)
+        ),
+        max_leaves=6,
+    )
+    a, b = data.draw(values), data.draw(values)
+    for x, y in ((a, b), (a, a), (a, json.loads(json.dumps(a)))):
+        assert same_value(x, y) == (canonical(x)[0] == canonical(y)[0])

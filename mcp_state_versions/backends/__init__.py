@@ -141,6 +141,16 @@ class Backend:
         found = await self._tuple(thread_id, namespace, None)
         return None if found is None else found.config["configurable"]["checkpoint_id"]
 
+    async def link(
+        self, thread_id: str, namespace: str, checkpoint_id: str | None = None
+    ) -> Link | None:
+        """The link of ``checkpoint_id`` (the head when ``None``): its parent, stamp, source."""
+        if checkpoint_id is None:
+            checkpoint_id = await self.head(thread_id, namespace)
+            if checkpoint_id is None:
+                return None
+        return await self.parent_of(thread_id, namespace, checkpoint_id)
+
     async def parent_of(self, thread_id: str, namespace: str, checkpoint_id: str) -> Link | None:
         """The link of ``checkpoint_id`` itself, with its parent (for savers without a scan)."""
         found = await self._tuple(thread_id, namespace, checkpoint_id)

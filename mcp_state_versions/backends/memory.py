@@ -13,7 +13,7 @@ from typing import Any
 
 from ..state import TURN_METADATA_KEY
 from ..storage import NOTHING_STORED, snapshot
-from . import TOOL_STATE, Backend, LinkRow
+from . import TOOL_STATE, Backend, Link, LinkRow
 
 __all__ = ["MemoryBackend"]
 
@@ -25,22 +25,31 @@ class MemoryBackend(Backend):
         return self.saver.storage.get(thread_id, {}).get(namespace, {})  # type: ignore[attr-defined]
 
     async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
-        # A checkpoint never changes once saved, so its link is parsed once per saver. The
-        # saver adds checkpoints in the order they are made, so newest first is that reversed.
+        # The saver adds checkpoints in the order they are made, so newest first is that
+        # reversed.
+        stored = self._stored(thread_id, namespace)
+        return [
+            self._link(thread_id, namespace, checkpoint_id, saved)
+            for checkpoint_id, saved in reversed(list(stored.items()))
+        ]
+
+    def _link(self, thread_id: str, namespace: str, checkpoint_id: str, saved: Any) -> LinkRow:
+        # A checkpoint never changes once saved, so its link is parsed once per saver.
         cache = self.saver.__dict__.setdefault("_mcp_state_versions_links", {})
-        serde = self.saver.serde
-        links = []
-        for checkpoint_id, (_, metadata, parent_id) in reversed(
-            list(self._stored(thread_id, namespace).items())
-        ):
-            key = (thread_id, namespace, checkpoint_id)
-            link = cache.get(key)
-            if link is None:
-                meta = serde.loads_typed(metadata) if metadata else {}
-                stamp = meta.get(TURN_METADATA_KEY)
-                link = cache[key] = (checkpoint_id, parent_id, stamp, meta.get("source"))
-            links.append(link)
-        return links
+        key = (thread_id, namespace, checkpoint_id)
+        link = cache.get(key)
+        if link is None:
+            _, metadata, parent_id = saved
+            meta = self.saver.serde.loads_typed(metadata) if metadata else {}
+            stamp = meta.get(TURN_METADATA_KEY)
+            link = cache[key] = (checkpoint_id, parent_id, stamp, meta.get("source"))
+        return link
+
+    async def parent_of(self, thread_id: str, namespace: str, checkpoint_id: str) -> Link | None:
+        saved = self._stored(thread_id, namespace).get(checkpoint_id)
+        if saved is None:
+            return None
+        return Link(*self._link(thread_id, namespace, checkpoint_id, saved))
 
     async def head(self, thread_id: str, namespace: str) -> str | None:
         stored = self._stored(thread_id, namespace)

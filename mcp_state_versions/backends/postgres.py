@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..storage import NOTHING_STORED, snapshot
-from . import TOOL_STATE, LinkRow, NeedsAsync, SqlBackend
+from . import TOOL_STATE, Link, LinkRow, NeedsAsync, SqlBackend
 
 __all__ = ["PostgresBackend", "postgres_backend"]
 
@@ -104,6 +104,12 @@ class PostgresBackend(SqlBackend):
 
     async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
         return await self._rows(_lineage_sql(), (thread_id, namespace))
+
+    async def parent_of(self, thread_id: str, namespace: str, checkpoint_id: str) -> Link | None:
+        rows = await self._rows(
+            _lineage_sql() + " AND checkpoint_id = %s", (thread_id, namespace, checkpoint_id)
+        )
+        return Link(*rows[0]) if rows else None
 
     async def stored_tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str

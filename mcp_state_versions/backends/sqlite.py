@@ -170,6 +170,17 @@ class SqliteBackend(SqlBackend):
         rows = await self._rows(_IDS_SQL, (thread_id, namespace))
         return [(row[0], row[1], None, UNREAD) for row in rows]
 
+    async def parent_of(self, thread_id: str, namespace: str, checkpoint_id: str) -> Link | None:
+        from ..state import TURN_METADATA_KEY
+
+        rows = await self._rows(
+            f"SELECT parent_checkpoint_id, json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
+            f"json_extract({_META_TEXT}, '$.source') FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (thread_id, namespace, checkpoint_id),
+        )
+        return Link(checkpoint_id, *rows[0]) if rows else None
+
     async def stamp(self, thread_id: str, namespace: str, link: LinkRow) -> LinkRow:
         from ..state import TURN_METADATA_KEY
 
