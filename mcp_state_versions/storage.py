@@ -62,9 +62,12 @@ replaying the writes since the last snapshot, and every read beyond the ring rep
 the turn it reads, so a rarer one costs more time. Measured in ``python -m benchmarks``
 (README)."""
 
-SNAPSHOT_RATIO = 2
+SNAPSHOT_RATIO = 4
 """Bytes written since the last snapshot, as a multiple of a snapshot's size, that call for the
-next: a turn then stores its writes plus at most half as much again in snapshots."""
+next: a turn then stores its writes plus at most a quarter as much again in snapshots. The
+replay this allows is bounded by :data:`MAX_REPLAY_WRITES` for small values; for large ones it
+costs about what writing them did (measured: a run start replaying four snapshots' worth of
+200 KB values stays under the plain agent's turn)."""
 
 MAX_REPLAY_WRITES = 1000
 """Key writes since the last snapshot that call for the next, whatever their size.
