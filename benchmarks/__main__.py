@@ -6,7 +6,8 @@
 One module per measurement: :mod:`.reads` (turn reads: ring, walk, physical limit, full
 history walk), :mod:`.memory` (peak memory of one read), :mod:`.tool` (the tool through a
 ToolNode against the cheapest tool), :mod:`.reducer` (per write against a dict merge),
-:mod:`.pattern` (the worst pattern on a 1 MB value), :mod:`.storage` (bytes by ring size);
+:mod:`.pattern` (the worst pattern on a 1 MB value), :mod:`.writes` (what a turn stores and
+costs against a plain agent, over keys × sizes, and one 5 MB value rewritten);
 :mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plot to
 ``benchmarks/results/latest.png``. ``--quick`` uses short threads and finishes in under two
 minutes; the full run takes much longer (threads of 1,000 turns on three backends).
@@ -24,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import pattern, reads, reducer, report, storage, tool
+from . import pattern, reads, reducer, report, tool, writes
 from .common import RESULTS, progress
 
 
@@ -50,13 +51,14 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     figures["tool"] = await tool.measure(repeat)
     figures["reducer"] = reducer.measure(repeat)
     figures["pattern"] = pattern.measure(repeat)
-    figures["storage_turns"] = 20 if args.quick else 50
-    figures["storage"] = {}
+    figures["writes_turns"] = 6 if args.quick else 20
+    figures["writes"] = {}
     for backend in backends:
-        progress(f"{backend}: storage by ring size")
-        figures["storage"][backend] = await storage.measure(
-            backend, figures["storage_turns"], workdir
-        )
+        figures["writes"][backend] = await writes.measure(backend, figures["writes_turns"], workdir)
+    if "sqlite" in backends:
+        progress("sqlite: one 5 MB value rewritten")
+        figures["large_value"] = await writes.measure_large_value(workdir)
+    figures["listing_chars"] = writes.listing_chars()
     shutil.rmtree(workdir, ignore_errors=True)
     return figures
 

@@ -267,3 +267,90 @@ async def measure(
         progress(f"{backend}: writes, {keys} keys × {size:,} B")
         out[f"{keys}x{size}"] = await measure_cell(backend, keys, size, turns, workdir)
     return out
+
+
+LARGE = 5 * 1024 * 1024
+"""The one large value of :func:`measure_large_value`: 5 MB, rewritten every turn."""
+
+
+@tool
+def publish_large(turn: int, runtime: ToolRuntime) -> Any:
+    """Publish one 5 MB value, different every turn."""
+    return publish(runtime, "bench", "large", {"value": _value(0, turn, LARGE)})
+
+
+async def _file_bytes(saver: Any) -> int:
+    async with saver.lock:
+        found = []
+        for pragma in ("page_count", "freelist_count", "page_size"):
+            async with saver.conn.execute(f"PRAGMA {pragma}") as cursor:
+                found.append((await cursor.fetchone())[0])
+    return (found[0] - found[1]) * found[2]
+
+
+async def measure_large_value(workdir: Path, turns: int = 10) -> dict[str, Any]:
+    """One 5 MB value rewritten ``turns`` times on SQLite: the file's growth per turn, the time
+    a turn takes, and a history read of turn 1 (the ring keeps no 5 MB value)."""
+    from mcp_state_versions import CheckpointHistory, resolve_turn
+
+    from .common import without_ring_values
+
+    key = "bench/large/value"
+    async with opened("sqlite", workdir) as (saver, _):
+        graph = build_agent(
+            ScriptedChatModel(respond=_respond("publish_large")),
+            [publish_large],
+            checkpointer=saver,
+        )
+        thread = f"large-{uuid4().hex}"
+        await run_turn(graph, thread, "publish_large 1")
+        start_bytes = await _file_bytes(saver)
+        times = []
+        for n in range(2, turns + 2):
+            started = time.perf_counter()
+            await run_turn(graph, thread, f"publish_large {n}")
+            times.append((time.perf_counter() - started) * 1000)
+        grown = (await _file_bytes(saver) - start_bytes) / turns
+        state = (await graph.aget_state({"configurable": {"thread_id": thread}})).values[
+            "tool_state"
+        ]
+        bare = {**state, key: without_ring_values(state[key])}
+        history = CheckpointHistory(saver)
+
+        async def read() -> Any:
+            return await resolve_turn(
+                bare, key, 1, current_turn=turns + 1, history=history, thread_id=thread
+            )
+
+        answer = await read()
+        assert answer.value == _value(0, 1, LARGE) and answer.source == "history", answer
+        reads = []
+        for _ in range(3):
+            started = time.perf_counter()
+            await read()
+            reads.append((time.perf_counter() - started) * 1000)
+        return {
+            "value_bytes": LARGE,
+            "turns": turns,
+            "file_growth_per_turn": grown,
+            "ratio_growth": grown / LARGE,
+            "ms_per_turn": statistics.median(times),
+            "history_read_ms": statistics.median(reads),
+        }
+
+
+def listing_chars(keys: int = 5000) -> int:
+    """Characters of the first listing (``key="*"``) of ``keys`` keys in 50 tools of 10
+    toolsets: what the model pays to see what state holds."""
+    from mcp_state_versions import read_state_key
+    from mcp_state_versions.state import merge_tool_state
+
+    per_tool = keys // 500
+    writes = {
+        f"set{a}/tool{b}/field{c}": {"value": c, "tool": f"tool{b}"}
+        for a in range(10)
+        for b in range(50)
+        for c in range(per_tool)
+    }
+    state = {"messages": [HumanMessage("list")], "tool_state": merge_tool_state({}, writes)}
+    return len(read_state_key("*", state))

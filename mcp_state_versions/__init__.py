@@ -9,7 +9,15 @@ the checkpointer's history along the thread's current branch.
 from .agent import SESSION_STATE_PROMPT, build_agent, run_turn, turn_config, with_session_state
 from .checkpoint_walk import CheckpointHistory, history_for_run
 from .checkpointers import open_checkpointer
-from .clock import CLOCK_KEY, close_turn, count_turns, current_turn, entries_of, open_turn
+from .clock import (
+    CLOCK_KEY,
+    close_turn,
+    count_turns,
+    current_turn,
+    entries_of,
+    open_turn,
+    ticks_around,
+)
 from .history import (
     AUTO,
     Found,
@@ -38,6 +46,7 @@ from .state import (
     make_session_state,
     merge_tool_state,
 )
+from .storage import ToolStateChannel, tool_state_channel
 
 
 def __getattr__(name: str) -> object:
@@ -74,6 +83,7 @@ __all__ = [
     "SessionStateMiddleware",
     "StateEntry",
     "ThreadHistory",
+    "ToolStateChannel",
     "ToolStateError",
     "TurnAnswer",
     "TurnIndex",
@@ -98,6 +108,8 @@ __all__ = [
     "resolve_turn",
     "run_turn",
     "state_key",
+    "ticks_around",
+    "tool_state_channel",
     "tool_state_writes",
     "turn_config",
     "with_session_state",

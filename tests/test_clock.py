@@ -294,3 +294,37 @@ def test_open_turn_counts_only_new_user_messages() -> None:
     state["messages"].append(HumanMessage("next", id="h2"))
     apply(open_turn(state))
     assert state["tool_state"][CLOCK_KEY]["turn"] == 2
+
+
+def test_a_model_node_ticks_and_closes_the_turn_itself() -> None:
+    """ticks_around: what build_agent's model node writes instead of two clock nodes."""
+    from langchain_core.messages import AIMessage
+
+    from mcp_state_versions.clock import ticks_around
+
+    state: dict[str, Any] = {"messages": [HumanMessage("hi", id="h1")], "tool_state": {}}
+    calling = AIMessage("", id="a1", tool_calls=[{"name": "t", "args": {}, "id": "c1"}])
+    update = ticks_around(state, calling, bounds={"ring_size": 0, "ring_bytes": 1, "budget": 9})
+    assert update["tool_state"][CLOCK_KEY] == {
+        "turn": 1,
+        "open": True,
+        "message": "h1",
+        "ring_size": 0,
+        "ring_bytes": 1,
+        "budget": 9,
+    }
+    state["tool_state"] = merge_tool_state({}, update["tool_state"])
+    state["messages"].append(calling)
+    final = AIMessage("done", id="a2")
+    assert ticks_around(state, final)["tool_state"][CLOCK_KEY] == {
+        "turn": 1,
+        "open": False,
+        "seen": "a2",
+    }
+    # a new user message answered without tools: opened and closed in one write
+    state["messages"] += [final, HumanMessage("again", id="h2")]
+    tick = ticks_around(state, AIMessage("sure", id="a3"))["tool_state"][CLOCK_KEY]
+    assert tick == {"turn": 2, "open": False, "message": "h2", "seen": "a3"}
+    # inside a subgraph the turn is the root graph's to close
+    inner = {"configurable": {"checkpoint_ns": "outer:1|agent:2"}}
+    assert ticks_around(state, AIMessage("x", id="a4"), inner)["tool_state"][CLOCK_KEY]["open"]
