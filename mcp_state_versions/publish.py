@@ -157,9 +157,24 @@ def publication(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) -
         )
     parts.append(siblings or "")
     return Publication(
-        writes={key: dict(writes[key]) for key in changed},
+        writes={key: _with_identity(writes[key], changed[key]) for key in changed},
         text=" ".join(part for part in parts if part),
     )
+
+
+IDENTITY_FROM_BYTES = 1024
+"""Values of at least this many JSON bytes are written with their identity (digest, size).
+
+The reducer checks it when the write is merged, and a replay of the stored write (every run
+start, every read of the past) then need not serialize the value again, which for a large value
+is most of a replay's cost. A small value's identity would cost more bytes stored than the
+serialization it saves."""
+
+
+def _with_identity(write: Mapping[str, Any], identity: tuple[str, int]) -> dict[str, Any]:
+    if identity[1] < IDENTITY_FROM_BYTES:
+        return dict(write)
+    return {**write, "digest": identity[0], "size": identity[1]}
 
 
 def breadcrumb(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) -> str:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from .clock import CLOCK_KEY, count_turns, state_field
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
-from .versions import RingPolicy, advance, strip_ring_values
+from .versions import RingPolicy, advance, canonical, strip_ring_values
 
 __all__ = [
     "CLOCK_KEY",
@@ -125,6 +125,10 @@ class _Write(BaseModel):
     value: JsonValue
     tool: str | None = None
     turn: int | None = Field(default=None, ge=0)
+    #: The value's canonical identity, when the writer computed it (publish does). A live merge
+    #: checks it; a replay of stored writes, which were all merged live first, uses it as is.
+    digest: str | None = None
+    size: int | None = Field(default=None, ge=0)
 
 
 class _Clock(BaseModel):
@@ -201,9 +205,16 @@ def make_merge_tool_state(
     ) -> dict[str, Any]:
         return merge_into(dict(_as_state(current, "current tool_state")), update)
 
-    def merge_into(merged: dict[str, Any], update: Mapping[str, Any] | None) -> dict[str, Any]:
+    def replay_into(merged: dict[str, Any], update: Mapping[str, Any] | None) -> dict[str, Any]:
+        return merge_into(merged, update, replayed=True)
+
+    def merge_into(
+        merged: dict[str, Any], update: Mapping[str, Any] | None, *, replayed: bool = False
+    ) -> dict[str, Any]:
         # The merge proper, into a dict the caller owns: a replay of many updates copies the
-        # state once, not once per update (see storage.batched).
+        # state once, not once per update (see storage.batched). ``replayed``: the update is a
+        # stored write being replayed, which a live merge checked when it was first made, so
+        # its shape and identity are taken as they are (see storage.replayed).
         if not update:
             return merged
         update = _as_state(update, "tool_state update")
@@ -224,7 +235,7 @@ def make_merge_tool_state(
             if whole and is_entry(raw):
                 entry = _whole_entry(key, raw, previous)
             else:
-                write = _validate_write(key, raw)
+                write = _replayed_write(key, raw) if replayed else _validate_write(key, raw)
                 books["seq"] += 1
                 turn = _placement(books, write.turn)
                 if books.get("turn") is not None and not books["open"]:
@@ -241,6 +252,9 @@ def make_merge_tool_state(
                     seq=books["seq"],
                     turn=turn,
                     policy=policy,
+                    # an entry arriving alone is a write of its value only: its digest is not
+                    # the writer's claim, it is computed again
+                    identity=None if is_entry(raw) else _identity(key, write, checked=not replayed),
                 )
                 entry.pop("evicted", None)  # a fresh dict: it holds a value again
                 _count_write(books, entry["size"] + _WRITE_BYTES)
@@ -262,6 +276,7 @@ def make_merge_tool_state(
 
     merge_tool_state.bounds = dict(bounds)  # type: ignore[attr-defined]
     merge_tool_state.merge_into = merge_into  # type: ignore[attr-defined]
+    merge_tool_state.replay_into = replay_into  # type: ignore[attr-defined]
     merge_tool_state.__doc__ = (
         f"Merge a tool_state update (ring_size={ring_size}, ring_bytes={ring_bytes}, "
         f"budget_bytes={budget_bytes}); see make_merge_tool_state."
@@ -413,6 +428,38 @@ def _adopt(value: Any, turn: int) -> StateEntry:
     entry = advance(None, value=value, tool=None, seq=0, turn=turn, policy=RingPolicy(ring_size=0))
     entry["adopted"] = turn
     return entry
+
+
+def _identity(key: str, write: _Write, *, checked: bool) -> tuple[str, int]:
+    """The value's ``(digest, size)``: the writer's, checked against the value in a live merge
+    (a write whose claim is wrong is refused, so every stored write that was merged carries a
+    true one), taken as is in a replay; computed when the writer gave none."""
+    claimed = (write.digest, write.size)
+    if claimed[0] is not None and claimed[1] is not None and not checked:
+        return claimed  # type: ignore[return-value]
+    identity = canonical(write.value)
+    if (claimed[0] is not None or claimed[1] is not None) and claimed != identity:
+        raise ToolStateError(
+            f"tool_state write for {key!r} gives a digest or size that does not match its "
+            "value; leave both out (the reducer computes them) or compute them with "
+            "mcp_state_versions.versions.canonical"
+        )
+    return identity
+
+
+def _replayed_write(key: Any, raw: Any) -> _Write:
+    """A stored write being replayed: merged live once already, so not validated again (the
+    cost of a run start is replaying them). Shapes no live merge accepts are still refused."""
+    if not isinstance(raw, Mapping) or "value" not in raw:
+        return _validate_write(key, raw)
+    digest, size, turn, tool = raw.get("digest"), raw.get("size"), raw.get("turn"), raw.get("tool")
+    return _Write.model_construct(
+        value=raw["value"],
+        tool=tool if isinstance(tool, str) else None,
+        turn=turn if type(turn) is int and turn >= 0 else None,
+        digest=digest if isinstance(digest, str) else None,
+        size=size if type(size) is int and size >= 0 else None,
+    )
 
 
 def _validate_write(key: Any, raw: Any) -> _Write:

@@ -34,6 +34,7 @@ from functools import cache
 from typing import Annotated, Any
 
 from langgraph._internal._typing import MISSING
+from langgraph.channels.binop import _get_overwrite
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
@@ -46,6 +47,7 @@ __all__ = [
     "ToolStateChannel",
     "batched",
     "replay",
+    "replayed",
     "snapshot",
     "stored_value",
     "tool_state_channel",
@@ -94,10 +96,26 @@ def batched(reducer: Reducer) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
     equal channels, which LangGraph requires when it merges state schemas (``create_agent``
     merges every middleware's).
     """
+    return _folding(reducer, "merge_into")
 
+
+@cache
+def replayed(reducer: Reducer) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
+    """:func:`batched` for stored writes being replayed (a run start, a read of the past).
+
+    Every stored write on a checkpoint's chain was merged live, by the checking reducer, before
+    the checkpoint it led to existed, so a replay takes their shape and the identity their
+    writer gave as they are: a run start replays up to a thousand writes, and validating and
+    serializing each one again was most of its cost. The result is the one the live merges
+    produced.
+    """
+    return _folding(reducer, "replay_into")
+
+
+def _folding(reducer: Reducer, method: str) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
     # A reducer built by make_merge_tool_state can merge into a dict it is handed: the batch is
     # then one copy of the state and O(1) work per write, as if merged one by one.
-    into = getattr(reducer, "merge_into", None)
+    into = getattr(reducer, method, None)
 
     def fold(state: Any, updates: Sequence[Any]) -> dict[str, Any]:
         if into is not None:
@@ -112,6 +130,8 @@ def batched(reducer: Reducer) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
 
     fold.__name__ = fold.__qualname__ = f"batched_{getattr(reducer, '__name__', 'reducer')}"
     fold.__doc__ = f"{reducer.__doc__ or 'The tool_state reducer'}, over a batch of updates."
+    if method == "merge_into":
+        fold.replayed = replayed(reducer)  # type: ignore[attr-defined]
     return fold
 
 
@@ -169,6 +189,18 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         new.value = self.value if self.value is MISSING else _copy.copy(self.value)
         new.base = self.base
         return new
+
+    def replay_writes(self, writes: Sequence[Any]) -> None:
+        """Stored writes, oldest first, merged as a replay (see :func:`replayed`)."""
+        values = [write[2] for write in writes]
+        if not values:
+            return
+        if any(_get_overwrite(value)[0] for value in values):
+            super().replay_writes(writes)  # an Overwrite resets the base: LangGraph's own rules
+            return
+        fold = getattr(self.reducer, "replayed", None)
+        base = self.typ() if self.value is MISSING else self.value
+        self.value = (fold or self.reducer)(base, values)
 
     def from_checkpoint(self, checkpoint: Any) -> ToolStateChannel:
         new = super().from_checkpoint(checkpoint)
@@ -243,4 +275,4 @@ def replay(seed: Any, updates: Iterable[Any], reducer: Reducer | None = None) ->
         return state
     # The bounds the state records, or else the first tick's.
     merge = reducer if reducer is not None else reducer_for(state, updates[0])
-    return batched(merge)(state, updates)
+    return replayed(merge)(state, updates)

@@ -130,6 +130,7 @@ def advance(
     seq: int,
     turn: int,
     policy: RingPolicy,
+    identity: tuple[str, int] | None = None,
 ) -> StateEntry:
     """Return the entry after a write of ``value`` at ``turn`` with write number ``seq``.
 
@@ -142,8 +143,10 @@ def advance(
     3. current value was set in this same turn: it never reached a turn end, so it is replaced;
        if the new value equals the version before it, the two merge back into that version;
     4. otherwise: the current value becomes the newest ring item and the write a new version.
+
+    ``identity`` is the value's ``(digest, size)`` when the caller has it already.
     """
-    digest, size = canonical(value)
+    digest, size = identity if identity is not None else canonical(value)
     head: dict[str, Any] = {
         "value": value,
         "tool": tool,

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcp_state_versions.agent import run_turn
 from mcp_state_versions.backends import backend_for
@@ -18,6 +20,7 @@ from mcp_state_versions.storage import NOTHING_STORED, batched, replay, snapshot
 
 from .conftest import BACKENDS, open_backend
 from .helpers import BBOX, agent_on, answers, fork_at, plain
+from .test_state import clocked_updates
 
 FIXTURE = Path(__file__).parent / "fixtures" / "previous_release.sqlite"
 
@@ -211,3 +214,44 @@ async def test_the_sqlite_delta_history_is_the_savers_own_read_cheaply(
                     assert stored_value(ours["seed"]) == stored_value(stock["seed"])
                 compared += 1
         assert compared > 60
+
+
+def test_a_writers_identity_is_checked_live_and_trusted_in_a_replay() -> None:
+    from mcp_state_versions.state import ToolStateError
+    from mcp_state_versions.versions import canonical
+
+    digest, size = canonical("x" * 2000)
+    good = {"t/a/b": {"value": "x" * 2000, "digest": digest, "size": size}}
+    assert merge_tool_state({}, good)["t/a/b"]["digest"] == digest
+    with pytest.raises(ToolStateError, match="does not match its value"):
+        merge_tool_state({}, {"t/a/b": {"value": "y", "digest": digest, "size": size}})
+    with pytest.raises(ToolStateError, match="does not match its value"):
+        merge_tool_state({}, {"t/a/b": {"value": "x" * 2000, "size": 3}})
+    assert replay(None, [good]) == batched(merge_tool_state)({}, [good])
+
+
+@settings(max_examples=150, deadline=None)
+@given(clocked_updates(), st.data())
+def test_a_replay_of_stored_writes_is_what_the_live_merges_made(
+    updates: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """The run-start fold (no validation, identities as stored) equals the live one, whatever
+    the batching, with some writes carrying their identity as publish writes them."""
+    from mcp_state_versions.storage import replayed
+    from mcp_state_versions.versions import canonical
+
+    stored = []
+    for update in updates:
+        written = {}
+        for key, write in update.items():
+            if key != "__clock__" and data.draw(st.booleans()):
+                digest, size = canonical(write["value"])
+                write = {**write, "digest": digest, "size": size}
+            written[key] = write
+        stored.append(written)
+    live = batched(merge_tool_state)({}, stored)
+    cut = data.draw(st.integers(0, len(stored)))
+    assert (
+        replayed(merge_tool_state)(replayed(merge_tool_state)({}, stored[:cut]), stored[cut:])
+        == live
+    )
