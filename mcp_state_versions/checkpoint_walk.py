@@ -48,6 +48,7 @@ from .backends import ID, PARENT, SOURCE, STAMP, UNREAD, Backend, LinkRow, backe
 from .clock import END_OF_TURN, current_turn, position, turn_of_tool_state
 from .history import ThreadPresent, TurnIndex, TurnSnapshot, gallop
 from .state import StateEntry, is_entry
+from .storage import NOTHING_STORED, replay, stored_value
 
 __all__ = ["CheckpointHistory", "history_for_run"]
 
@@ -73,6 +74,13 @@ def _hint(link: LinkRow) -> float | None:
     return stamp - 1 + END_OF_TURN if source == "input" else float(stamp)
 
 
+_NONE: Any = object()
+
+_INCREMENTAL_LINKS = 12
+"""How far a state already rebuilt may be from the one asked for to be carried forward by the
+writes between them rather than rebuilt from the snapshot."""
+
+
 class _Chain:
     """The head's ancestor chain, newest first, with positions read as lazily as possible."""
 
@@ -90,12 +98,42 @@ class _Chain:
 
     async def tool_state(self, index: int) -> Any:
         if index not in self._states:
-            _, value = await self._backend.tool_state(
-                self._thread_id, self._namespace, self.links[index][ID]
-            )
+            value = await self._from_older(index)
+            if value is _NONE:
+                _, value = await self._backend.tool_state(
+                    self._thread_id, self._namespace, self.links[index][ID]
+                )
             self.loads += 1
             self._states[index] = value
         return self._states[index]
+
+    async def _from_older(self, index: int) -> Any:
+        """``tool_state`` at ``index`` from a state already read at an older link nearby and
+        the writes stored between them, when there is one: a read's probes cluster around the
+        turn asked, and this saves each of them a replay from the snapshot.
+
+        A link in between that stores a whole value starts the stretch instead: LangGraph
+        stores one at a fork's first checkpoint, exactly because the writes stored at the
+        checkpoint it forked from may belong to the branch it left.
+        """
+        older = [k for k in self._states if index < k <= index + _INCREMENTAL_LINKS]
+        if not older:
+            return _NONE
+        base = min(older)
+        state = self._states[base]
+        for between in range(base - 1, index - 1, -1):
+            _, stored = await self._backend.stored_tool_state(
+                self._thread_id, self._namespace, self.links[between][ID]
+            )
+            if stored is not None and stored is not NOTHING_STORED:
+                base, state = between, stored_value(stored)
+        if not isinstance(state, Mapping):
+            return _NONE
+        if base == index:
+            return state
+        stretch = [link[ID] for link in self.links[index + 1 : base + 1]]
+        updates = await self._backend.writes_at(self._thread_id, self._namespace, stretch)
+        return replay(state, updates, self._backend.reducer) if updates else state
 
     async def position(self, index: int, *, trust_stamps: bool = True) -> float:
         """Where checkpoint ``index`` stands on the clock (:func:`~mcp_state_versions.clock.

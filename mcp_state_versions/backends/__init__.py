@@ -218,6 +218,22 @@ class Backend:
             )
         return found[TOOL_STATE]
 
+    async def writes_at(
+        self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
+    ) -> list[Any]:
+        """``tool_state``'s writes stored at ``checkpoint_ids`` (a stretch of one chain, newest
+        first), oldest first and in the order each step applies them: what turns the state at
+        the oldest of them into the state at the child of the newest. The walk uses it to go
+        from a state it has rebuilt to a newer checkpoint's without a second replay from the
+        snapshot."""
+        found = []
+        for checkpoint_id in reversed(checkpoint_ids):
+            saved = await self._tuple(thread_id, namespace, checkpoint_id)
+            for write in (saved.pending_writes or []) if saved is not None else []:
+                if write[1] == TOOL_STATE:
+                    found.append(write[2])
+        return found
+
     async def write_snapshot(
         self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
     ) -> None:

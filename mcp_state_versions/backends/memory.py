@@ -73,6 +73,23 @@ class MemoryBackend(Backend):
             return True, NOTHING_STORED
         return True, self.saver.serde.loads_typed(blob)
 
+    async def writes_at(
+        self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
+    ) -> list[Any]:
+        from langgraph.checkpoint.base import writes_sort_key
+
+        found = []
+        loads = self.saver.serde.loads_typed
+        for checkpoint_id in reversed(checkpoint_ids):
+            stored = self.saver.writes.get((thread_id, namespace, checkpoint_id), {})  # type: ignore[attr-defined]
+            step = sorted(
+                (writes_sort_key(w[3], w[0], idx), w[2])
+                for (_, idx), w in stored.items()
+                if w[1] == TOOL_STATE
+            )
+            found += [loads(blob) for _, blob in step]
+        return found
+
     async def write_snapshot(
         self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
     ) -> None:

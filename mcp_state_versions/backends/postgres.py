@@ -57,6 +57,10 @@ _UPSERT_SNAPSHOT = (
     "ON CONFLICT (thread_id, checkpoint_ns, channel, version) "
     "DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob"
 )
+_WRITES_SQL = (
+    "SELECT checkpoint_id, task_path, task_id, idx, type, blob FROM checkpoint_writes "
+    "WHERE thread_id = %s AND checkpoint_ns = %s AND channel = %s AND checkpoint_id = ANY(%s)"
+)
 _DELETES = (
     "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
     "AND checkpoint_id = ANY(%s)",
@@ -126,6 +130,18 @@ class PostgresBackend(SqlBackend):
         if kind is None or kind == "empty":
             return True, NOTHING_STORED
         return True, self.saver.serde.loads_typed((kind, blob))
+
+    async def writes_at(
+        self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
+    ) -> list[Any]:
+        from langgraph.checkpoint.base import writes_sort_key
+
+        rows = await self._rows(
+            _WRITES_SQL, (thread_id, namespace, TOOL_STATE, list(checkpoint_ids))
+        )
+        order = {checkpoint_id: i for i, checkpoint_id in enumerate(checkpoint_ids)}
+        rows.sort(key=lambda r: (-order[r[0]], writes_sort_key(r[1] or "", r[2], r[3])))
+        return [self.saver.serde.loads_typed((r[4], r[5])) for r in rows]
 
     async def write_snapshot(
         self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]

@@ -273,6 +273,11 @@ class SqliteBackend(SqlBackend):
             history["seed"] = seed
         return history
 
+    async def writes_at(
+        self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
+    ) -> list[Any]:
+        return [write[2] for write in await self._writes(thread_id, namespace, checkpoint_ids)]
+
     async def _writes(
         self, thread_id: str, namespace: str, chain: Sequence[str]
     ) -> list[tuple[str, str, Any]]:
