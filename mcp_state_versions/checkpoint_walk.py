@@ -22,6 +22,11 @@ Three facts about LangGraph checkpoint history decide how it reads:
   and it reads one (two when a neighbour must confirm it). A saver the backends do not know is
   walked link by link from the head with ``aget_tuple``, which is correct and costs what it
   reads.
+* **Storage.** ``tool_state`` is stored as writes with snapshots
+  (:mod:`mcp_state_versions.storage`), so a checkpoint's value is rebuilt: from the nearest
+  whole value on its own parent chain and the writes after it (the backends do that), or, for
+  a probe near one already rebuilt in the same read, from that one and the writes between.
+  Either way only the checkpoint's own lineage contributes, never a branch a fork left.
 * **Retention.** A pruned thread's chain starts later than its first turn. Turns whose end lies
   on the remaining chain are retained; earlier ones are not. The walk reports that
   instead of guessing, so a reader can say "no longer retained" rather than answer from

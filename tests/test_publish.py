@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import BaseModel
 
 from mcp_state_versions.publish import BREADCRUMB_KEYS, publish, state_key, tool_state_writes
-from mcp_state_versions.state import merge_tool_state
+from mcp_state_versions.state import make_merge_tool_state, merge_tool_state
 
 from .conftest import runtime_for
 
@@ -110,3 +110,20 @@ def test_the_breadcrumb_names_a_few_keys_and_counts_the_rest() -> None:
     assert text.endswith(
         "[unchanged: t/tool/f007, t/tool/f008, t/tool/f009, t/tool/f010, t/tool/f011 + 488 more]"
     )
+
+
+def test_over_the_budget_the_values_just_written_stay_and_the_oldest_go() -> None:
+    """A tool republishing everything with one value grown: the republished values are not
+    written again, so the eviction the new value forces takes the oldest, not the new one."""
+    reducer = make_merge_tool_state(ring_size=0, budget_bytes=3000)
+    fields = {f"f{i}": "v" * 900 for i in range(3)}
+    state: dict[str, Any] = {"messages": [HumanMessage("a")], "tool_state": {}}
+    for turn in (1, 2):
+        state["messages"].append(HumanMessage(f"turn {turn}"))
+        writes, _ = _published(state, fields)
+        state["tool_state"] = reducer(state["tool_state"], writes)
+        fields = {**fields, "f2": "w" * 1500}  # the next turn rewrites f2, larger
+    entries = state["tool_state"]
+    assert "value" in entries["t/tool/f2"] and entries["t/tool/f2"]["value"] == "w" * 1500
+    assert "value" not in entries["t/tool/f0"]  # the oldest write gave way
+    assert "value" in entries["t/tool/f1"]
