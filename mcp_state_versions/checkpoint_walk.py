@@ -49,7 +49,18 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .backends import ID, PARENT, SOURCE, STAMP, UNREAD, Backend, LinkRow, backend_for, stamp_turn
+from .backends import (
+    COUNTER,
+    ID,
+    PARENT,
+    SOURCE,
+    STAMP,
+    UNREAD,
+    Backend,
+    LinkRow,
+    backend_for,
+    stamp_turn,
+)
 from .clock import END_OF_TURN, current_turn, position, turn_of_tool_state
 from .history import ThreadPresent, TurnIndex, TurnSnapshot, gallop
 from .state import StateEntry, is_entry
@@ -105,6 +116,8 @@ class _Chain:
         if index not in self._states:
             value = await self._from_older(index)
             if value is _NONE:
+                value = await self._from_seed(index)
+            if value is _NONE:
                 _, value = await self._backend.tool_state(
                     self._thread_id, self._namespace, self.links[index][ID]
                 )
@@ -127,6 +140,8 @@ class _Chain:
         base = min(older)
         state = self._states[base]
         for between in range(base - 1, index - 1, -1):
+            if self._holds_no_value(between):
+                continue
             _, stored = await self._backend.stored_tool_state(
                 self._thread_id, self._namespace, self.links[between][ID]
             )
@@ -136,9 +151,41 @@ class _Chain:
             return _NONE
         if base == index:
             return state
+        return await self._carried(state, index, base)
+
+    def _holds_no_value(self, index: int) -> bool:
+        """Whether the lineage says the link cannot store ``tool_state`` whole: it has a delta
+        counter (see :data:`~mcp_state_versions.backends.COUNTER`)."""
+        link = self.links[index]
+        return len(link) > COUNTER and link[COUNTER] is not None
+
+    async def _carried(self, state: Any, index: int, base: int) -> Any:
+        """``state`` at link ``base`` carried to link ``index`` by the writes stored between."""
         stretch = [link[ID] for link in self.links[index + 1 : base + 1]]
         updates = await self._backend.writes_at(self._thread_id, self._namespace, stretch)
         return replay(state, updates, self._backend.reducer) if updates else state
+
+    async def _from_seed(self, index: int) -> Any:
+        """``tool_state`` at ``index`` rebuilt from the lineage already read: the nearest link
+        from it on that can store a whole value (no delta counter), that value, and the writes
+        after it, in two reads. ``_NONE`` where the lineage carries no counters, or the chain
+        holds no value where it should (the backend's own rebuild answers then)."""
+        links = self.links
+        if any(len(link) <= COUNTER for link in links[index : index + 1]):
+            return _NONE
+        for seed in range(index, len(links)):
+            if self._holds_no_value(seed):
+                continue
+            _, stored = await self._backend.stored_tool_state(
+                self._thread_id, self._namespace, links[seed][ID]
+            )
+            if stored is NOTHING_STORED:
+                continue  # no counter and no value either: keep looking further back
+            base = {} if stored is None else stored_value(stored)
+            if seed == index:
+                return None if stored is None else base
+            return await self._carried(base, index, seed)
+        return _NONE
 
     async def position(self, index: int, *, trust_stamps: bool = True) -> float:
         """Where checkpoint ``index`` stands on the clock (:func:`~mcp_state_versions.clock.

@@ -255,3 +255,30 @@ def test_a_replay_of_stored_writes_is_what_the_live_merges_made(
         replayed(merge_tool_state)(replayed(merge_tool_state)({}, stored[:cut]), stored[cut:])
         == live
     )
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_the_walk_rebuilds_from_its_lineage_what_the_backend_rebuilds(
+    kind: str, tmp_path: Any, thread_id: str
+) -> None:
+    """The walk rebuilds a checkpoint from the lineage it has read (the delta counters tell it
+    where the nearest whole value is) and from a neighbour it rebuilt already; both equal the
+    backend's own rebuild, on a forked thread with snapshots, edits, and a prune's seal."""
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = agent_on(saver, ring_size=1, snapshot_frequency=3)
+        for text in ["find Copenhagen", "find Aarhus", "hi", "find Oslo", "find Copenhagen"]:
+            await run_turn(agent, thread_id, text)
+        config = {"configurable": {"thread_id": thread_id}}
+        await agent.aupdate_state(config, {"tool_state": {BBOX: {"value": [0, 0, 1, 1]}}})
+        await fork_at(agent, thread_id, 3, "find Oslo")
+        await run_turn(agent, thread_id, "find Aarhus")
+        await prune_thread(saver, thread_id, keep_turns=2)
+        history = CheckpointHistory(saver)
+        backend = history.backend
+        chain = await history._chain(thread_id)
+        expected = [(await backend.tool_state(thread_id, "", link[0]))[1] for link in chain.links]
+        for index in range(len(chain.links)):  # each from scratch: the lineage's way
+            fresh = await history._chain(thread_id)
+            assert await fresh.tool_state(index) == expected[index], index
+        for index in reversed(range(len(chain.links))):  # oldest first: each from its neighbour
+            assert await chain.tool_state(index) == expected[index], index

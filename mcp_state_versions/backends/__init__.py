@@ -43,6 +43,7 @@ from ..storage import NOTHING_STORED, Reducer, replay, stored_value
 TOOL_STATE = "tool_state"
 
 __all__ = [
+    "COUNTER",
     "ID",
     "PARENT",
     "SOURCE",
@@ -85,8 +86,11 @@ class Link(NamedTuple):
     source: str | None
 
 
-ID, PARENT, STAMP, SOURCE = range(4)
-"""Positions of a lineage row's fields (see :class:`Link`)."""
+ID, PARENT, STAMP, SOURCE, COUNTER = range(5)
+"""Positions of a lineage row's fields (see :class:`Link`). ``COUNTER``, where a backend's rows
+have it (a fifth field), is ``tool_state``'s delta counter in the checkpoint's metadata:
+``None`` where LangGraph stored no counter, which is the only kind of checkpoint that can store
+``tool_state`` whole (see :mod:`mcp_state_versions.storage`)."""
 
 LinkRow = tuple[Any, ...]
 """A lineage row: a :class:`Link` or a database row of the same shape."""

@@ -42,14 +42,15 @@ class MemoryBackend(Backend):
             _, metadata, parent_id = saved
             meta = self.saver.serde.loads_typed(metadata) if metadata else {}
             stamp = meta.get(TURN_METADATA_KEY)
-            link = cache[key] = (checkpoint_id, parent_id, stamp, meta.get("source"))
+            counter = (meta.get("counters_since_delta_snapshot") or {}).get(TOOL_STATE)
+            link = cache[key] = (checkpoint_id, parent_id, stamp, meta.get("source"), counter)
         return link
 
     async def parent_of(self, thread_id: str, namespace: str, checkpoint_id: str) -> Link | None:
         saved = self._stored(thread_id, namespace).get(checkpoint_id)
         if saved is None:
             return None
-        return Link(*self._link(thread_id, namespace, checkpoint_id, saved))
+        return Link(*self._link(thread_id, namespace, checkpoint_id, saved)[:4])
 
     async def head(self, thread_id: str, namespace: str) -> str | None:
         stored = self._stored(thread_id, namespace)
@@ -100,6 +101,15 @@ class MemoryBackend(Backend):
             self.saver.blobs[(thread_id, namespace, TOOL_STATE, version)] = (  # type: ignore[attr-defined]
                 self.saver.serde.dumps_typed(snapshot(value))
             )
+            # Its delta counter goes too: it says a checkpoint stores no value (COUNTER).
+            stored = self._stored(thread_id, namespace)
+            checkpoint, metadata, parent = stored[checkpoint_id]
+            serde = self.saver.serde
+            meta = serde.loads_typed(metadata) if metadata else {}
+            (meta.get("counters_since_delta_snapshot") or {}).pop(TOOL_STATE, None)
+            stored[checkpoint_id] = (checkpoint, serde.dumps_typed(meta), parent)
+            links = self.saver.__dict__.get("_mcp_state_versions_links", {})
+            links.pop((thread_id, namespace, checkpoint_id), None)
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         delete_checkpoints(self.saver, thread_id, namespace, checkpoint_ids)

@@ -32,7 +32,8 @@ def _lineage_sql() -> str:
     # the walk sorts them by id itself, for less.
     return (
         "SELECT checkpoint_id, parent_checkpoint_id, "
-        f"metadata ->> '{TURN_METADATA_KEY}', metadata ->> 'source' "
+        f"metadata ->> '{TURN_METADATA_KEY}', metadata ->> 'source', "
+        "metadata -> 'counters_since_delta_snapshot' ->> 'tool_state' "
         "FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s"
     )
 
@@ -113,7 +114,7 @@ class PostgresBackend(SqlBackend):
         rows = await self._rows(
             _lineage_sql() + " AND checkpoint_id = %s", (thread_id, namespace, checkpoint_id)
         )
-        return Link(*rows[0]) if rows else None
+        return Link(*rows[0][:4]) if rows else None
 
     async def stored_tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str
@@ -150,6 +151,15 @@ class PostgresBackend(SqlBackend):
         # so the snapshot serves each of them.
         kind, blob = self.saver.serde.dumps_typed(snapshot(value))
         async with self._cursor() as cursor:
+            # Its delta counter goes too: it says a checkpoint stores no value (backends.COUNTER).
+            await _run(
+                cursor,
+                "UPDATE checkpoints SET metadata = metadata #- "
+                "'{counters_since_delta_snapshot,tool_state}' "
+                "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
+                (thread_id, namespace, checkpoint_id),
+                self.native_sync,
+            )
             await _run(
                 cursor,
                 _UPSERT_SNAPSHOT,

@@ -84,7 +84,7 @@ def _lineage_sql() -> str:
     return (
         "SELECT checkpoint_id, parent_checkpoint_id, "
         f"json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
-        f"json_extract({_META_TEXT}, '$.source') "
+        f"json_extract({_META_TEXT}, '$.source'), {_COUNTER} "
         f"FROM checkpoints INDEXED BY {INDEX_NAME} WHERE thread_id = ? AND checkpoint_ns = ? "
         "ORDER BY checkpoint_id DESC"
     )
