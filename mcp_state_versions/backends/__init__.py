@@ -32,6 +32,7 @@ raises :class:`NeedsAsync` instead of blocking. A new backend is one module with
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -214,7 +215,8 @@ class Backend:
         if self.sync:
             try:
                 found = self.saver.get_delta_channel_history(config=config, channels=[TOOL_STATE])
-            except (NotImplementedError, RuntimeError, TypeError):
+            except (NotImplementedError, asyncio.InvalidStateError):
+                # an async-only saver, called from its own event loop's thread
                 raise NeedsAsync(type(self.saver).__name__) from None
         else:
             found = await self.saver.aget_delta_channel_history(
