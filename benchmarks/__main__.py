@@ -8,8 +8,8 @@ history walk), :mod:`.memory` (peak memory of one read), :mod:`.tool` (the tool 
 ToolNode against the cheapest tool), :mod:`.reducer` (per write against a dict merge),
 :mod:`.pattern` (the worst pattern on a 1 MB value), :mod:`.writes` (what a turn stores and
 costs against a plain agent, over keys × sizes, and one 5 MB value rewritten);
-:mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plot to
-``benchmarks/results/latest.png``. ``--quick`` uses short threads and finishes in under two
+:mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plots to
+``benchmarks/results/latest.png`` (reads) and ``latest-writes.png`` (writes). ``--quick`` uses short threads and finishes in under two
 minutes; the full run takes much longer (threads of 1,000 turns on three backends).
 """
 
@@ -65,6 +65,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 def _render(figures: dict[str, Any]) -> None:
     plotted = report.plot(figures, RESULTS / "latest.png")
+    report.plot_writes(figures, RESULTS / "latest-writes.png")
     print(report.table(figures))
     print(
         f"\nRaw figures: {RESULTS / 'latest.json'}"

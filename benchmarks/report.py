@@ -274,3 +274,49 @@ def plot(figures: dict[str, Any], path: Path) -> bool:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return True
+
+
+def plot_writes(figures: dict[str, Any], path: Path) -> bool:
+    """Stored ÷ changed bytes and time ÷ the plain agent, per cell and backend, with targets."""
+    writes_ = figures.get("writes")
+    if not writes_:
+        return False
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    cells = list(next(iter(writes_.values())))
+    fig, axes = plt.subplots(1, 2, figsize=(16, 5))
+    width = 0.8 / len(writes_)
+    for ax, (field, target, title) in zip(
+        axes,
+        (
+            ("ratio_stored", 2.0, "tool_state bytes stored per turn ÷ bytes changed"),
+            ("ratio_time_lww", 1.2, "time per turn ÷ a plain agent (dict channel)"),
+        ),
+        strict=True,
+    ):
+        for i, (backend, by_cell) in enumerate(writes_.items()):
+            ax.bar(
+                [c + i * width for c in range(len(cells))],
+                [by_cell[cell][field] for cell in cells],
+                width,
+                color=COLORS.get(backend),
+                label=backend,
+            )
+        ax.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target ≤ {target}")
+        ax.set_xticks(
+            [c + width for c in range(len(cells))], [_cell(c) for c in cells], rotation=30
+        )
+        ax.set_title(title)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(
+        f"What a turn stores and costs ({figures['writes_turns']} turns, two values changed a turn)"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
