@@ -8,9 +8,10 @@ history walk), :mod:`.memory` (peak memory of one read), :mod:`.tool` (the tool 
 ToolNode against the cheapest tool), :mod:`.reducer` (per write against a dict merge),
 :mod:`.pattern` (the worst pattern on a 1 MB value), :mod:`.writes` (what a turn stores and
 costs against a plain agent, over keys × sizes, and one 5 MB value rewritten);
-:mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plots to
-``benchmarks/results/latest.png`` (reads) and ``latest-writes.png`` (writes). ``--quick`` uses short threads and finishes in under two
-minutes; the full run takes much longer (threads of 1,000 turns on three backends).
+:mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plots
+to ``benchmarks/results/latest.png`` (reads) and ``latest-writes.png`` (writes). ``--quick``
+uses short threads and takes a few minutes; the full run about twenty here (threads of 1,000
+turns on three backends).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--quick", action="store_true", help="short threads: under two minutes")
+    parser.add_argument("--quick", action="store_true", help="short threads: a few minutes")
     parser.add_argument(
         "--turns", default=None, help="comma-separated lengths (default 100,500,1000)"
     )
