@@ -10,7 +10,7 @@ ToolNode against the cheapest tool), :mod:`.reducer` (per write against a dict m
 costs against a plain agent, over keys × sizes, and one 5 MB value rewritten);
 :mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plots
 to ``benchmarks/results/latest.png`` (reads) and ``latest-writes.png`` (writes). ``--quick``
-uses short threads and takes a few minutes; the full run about twenty here (threads of 1,000
+uses short threads and takes about a minute here; the full run about twenty (threads of 1,000
 turns on three backends).
 """
 
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--quick", action="store_true", help="short threads: a few minutes")
+    parser.add_argument("--quick", action="store_true", help="short threads: about a minute")
     parser.add_argument(
         "--turns", default=None, help="comma-separated lengths (default 100,500,1000)"
     )
