@@ -9,7 +9,9 @@ and either silently renumbers every turn after it. The clock is instead a small 
 
 * **Turn N is the N-th run that brought a new user message into the thread on its branch.**
   :func:`open_turn` (a graph node, run first) ticks the clock when the newest human message is
-  one it has not counted; :func:`close_turn` (run last) marks the turn ended. Both are plain
+  one it has not counted; :func:`close_turn` (run last) marks the turn ended
+  (:func:`ticks_around` gives a model node both, which is how ``build_agent`` runs the clock
+  without steps of its own). Both are plain
   writes into ``tool_state``, so a checkpoint carries the clock like any other value and a fork
   from the end of turn K goes on from K: its next user message is turn K+1 on the new branch.
 * **It only moves forward.** A run with no new user message, resuming an interrupt
