@@ -56,6 +56,7 @@ __all__ = [
     "LinkRow",
     "NeedsAsync",
     "backend_for",
+    "in_applied_order",
     "run_sync",
     "stamp_turn",
 ]
@@ -300,6 +301,16 @@ class SqlBackend(Backend):
     async def head(self, thread_id: str, namespace: str) -> str | None:
         rows = await self._rows(self.head_sql, (thread_id, namespace))
         return rows[0][0] if rows else None
+
+
+def in_applied_order(rows: Sequence[Sequence[Any]], chain: Sequence[str]) -> list[Sequence[Any]]:
+    """Stored write rows ``(checkpoint_id, task_path, task_id, idx, type, blob)`` of the
+    checkpoints in ``chain`` (newest first), oldest checkpoint first and, within one, in the
+    order its step applied them (LangGraph's ``writes_sort_key``): the order a replay needs."""
+    from langgraph.checkpoint.base import writes_sort_key
+
+    order = {checkpoint_id: position for position, checkpoint_id in enumerate(chain)}
+    return sorted(rows, key=lambda r: (-order[r[0]], writes_sort_key(r[1] or "", r[2], r[3])))
 
 
 def backend_for(

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..state import TURN_METADATA_KEY
 from ..storage import NOTHING_STORED, snapshot
-from . import TOOL_STATE, Backend, Link, LinkRow
+from . import TOOL_STATE, Backend, Link, LinkRow, in_applied_order
 
 __all__ = ["MemoryBackend"]
 
@@ -77,19 +77,17 @@ class MemoryBackend(Backend):
     async def writes_at(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
     ) -> list[Any]:
-        from langgraph.checkpoint.base import writes_sort_key
-
-        found = []
+        # saver.writes[(thread, ns, checkpoint)][(task_id, idx)] = (task_id, channel, blob, path)
+        rows = [
+            (checkpoint_id, write[3], write[0], idx, *write[2])
+            for checkpoint_id in checkpoint_ids
+            for (_, idx), write in self.saver.writes.get(  # type: ignore[attr-defined]
+                (thread_id, namespace, checkpoint_id), {}
+            ).items()
+            if write[1] == TOOL_STATE
+        ]
         loads = self.saver.serde.loads_typed
-        for checkpoint_id in reversed(checkpoint_ids):
-            stored = self.saver.writes.get((thread_id, namespace, checkpoint_id), {})  # type: ignore[attr-defined]
-            step = sorted(
-                (writes_sort_key(w[3], w[0], idx), w[2])
-                for (_, idx), w in stored.items()
-                if w[1] == TOOL_STATE
-            )
-            found += [loads(blob) for _, blob in step]
-        return found
+        return [loads((r[4], r[5])) for r in in_applied_order(rows, checkpoint_ids)]
 
     async def write_snapshot(
         self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..storage import NOTHING_STORED, snapshot
-from . import TOOL_STATE, Link, LinkRow, NeedsAsync, SqlBackend
+from . import TOOL_STATE, Link, LinkRow, NeedsAsync, SqlBackend, in_applied_order
 
 __all__ = ["PostgresBackend", "postgres_backend"]
 
@@ -135,13 +135,8 @@ class PostgresBackend(SqlBackend):
     async def writes_at(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
     ) -> list[Any]:
-        from langgraph.checkpoint.base import writes_sort_key
-
-        rows = await self._rows(
-            _WRITES_SQL, (thread_id, namespace, TOOL_STATE, list(checkpoint_ids))
-        )
-        order = {checkpoint_id: i for i, checkpoint_id in enumerate(checkpoint_ids)}
-        rows.sort(key=lambda r: (-order[r[0]], writes_sort_key(r[1] or "", r[2], r[3])))
+        params = (thread_id, namespace, TOOL_STATE, list(checkpoint_ids))
+        rows = in_applied_order(await self._rows(_WRITES_SQL, params), checkpoint_ids)
         return [self.saver.serde.loads_typed((r[4], r[5])) for r in rows]
 
     async def write_snapshot(

@@ -25,7 +25,7 @@ import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT
 
 from ..storage import NOTHING_STORED, replay, snapshot
-from . import ID, PARENT, TOOL_STATE, UNREAD, Link, LinkRow, NeedsAsync, SqlBackend
+from . import ID, TOOL_STATE, UNREAD, Link, LinkRow, NeedsAsync, SqlBackend, in_applied_order
 
 __all__ = ["INDEX_NAME", "SqliteBackend", "sqlite_backend"]
 
@@ -182,18 +182,7 @@ class SqliteBackend(SqlBackend):
         return Link(checkpoint_id, *rows[0]) if rows else None
 
     async def stamp(self, thread_id: str, namespace: str, link: LinkRow) -> LinkRow:
-        from ..state import TURN_METADATA_KEY
-
-        rows = await self._rows(
-            f"SELECT json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
-            f"json_extract({_META_TEXT}, '$.source') FROM checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            (thread_id, namespace, link[ID]),
-        )
-        if not rows:
-            return link
-        stamp, source = rows[0]
-        return Link(link[ID], link[PARENT], stamp, source)
+        return await self.parent_of(thread_id, namespace, link[ID]) or link
 
     async def stored_tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str
@@ -281,26 +270,20 @@ class SqliteBackend(SqlBackend):
     async def _writes(
         self, thread_id: str, namespace: str, chain: Sequence[str]
     ) -> list[tuple[str, str, Any]]:
-        """``tool_state``'s writes stored at ``chain`` (newest first), oldest first, in the order
-        a step applies them (``writes_sort_key``)."""
-        from langgraph.checkpoint.base import writes_sort_key
-
-        if not chain:
-            return []
-        order = {checkpoint_id: position for position, checkpoint_id in enumerate(chain)}
+        """``tool_state``'s writes stored at ``chain`` (newest first), as LangGraph's
+        ``PendingWrite`` tuples in the order a replay applies them."""
         path = "task_path" if getattr(self.saver, "_has_task_path", True) else "''"
         found: list[tuple[Any, ...]] = []
         for start in range(0, len(chain), 500):  # within SQLite's limit on bound parameters
             part = chain[start : start + 500]
             found += await self._rows(
-                f"SELECT checkpoint_id, task_id, idx, type, value, {path} FROM writes "
+                f"SELECT checkpoint_id, {path}, task_id, idx, type, value FROM writes "
                 "WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? "
                 f"AND checkpoint_id IN ({','.join('?' * len(part))})",
                 (thread_id, namespace, TOOL_STATE, *part),
             )
-        found.sort(key=lambda row: (-order[row[0]], writes_sort_key(row[5] or "", row[1], row[2])))
         loads = self.saver.serde.loads_typed
-        return [(row[1], TOOL_STATE, loads((row[3], row[4]))) for row in found]
+        return [(r[2], TOOL_STATE, loads((r[4], r[5]))) for r in in_applied_order(found, chain)]
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         if not checkpoint_ids:
