@@ -205,9 +205,6 @@ def make_merge_tool_state(
     ) -> dict[str, Any]:
         return merge_into(dict(_as_state(current, "current tool_state")), update)
 
-    def replay_into(merged: dict[str, Any], update: Mapping[str, Any] | None) -> dict[str, Any]:
-        return merge_into(merged, update, replayed=True)
-
     def merge_into(
         merged: dict[str, Any], update: Mapping[str, Any] | None, *, replayed: bool = False
     ) -> dict[str, Any]:
@@ -276,7 +273,6 @@ def make_merge_tool_state(
 
     merge_tool_state.bounds = dict(bounds)  # type: ignore[attr-defined]
     merge_tool_state.merge_into = merge_into  # type: ignore[attr-defined]
-    merge_tool_state.replay_into = replay_into  # type: ignore[attr-defined]
     merge_tool_state.__doc__ = (
         f"Merge a tool_state update (ring_size={ring_size}, ring_bytes={ring_bytes}, "
         f"budget_bytes={budget_bytes}); see make_merge_tool_state."
@@ -537,12 +533,11 @@ def _evict(merged: dict[str, Any], key: str, turn: int) -> int:
 merge_tool_state = make_merge_tool_state()
 """The default reducer: ring of 8 prior values within 256 KiB per key, 8 MiB in all."""
 
-_DEFAULT_BOUNDS = (8, 256 * 1024, DEFAULT_BUDGET_BYTES)
-
 
 @cache
 def _reducer_with(ring_size: int, ring_bytes: int, budget_bytes: int) -> Callable[..., Any]:
-    if (ring_size, ring_bytes, budget_bytes) == _DEFAULT_BOUNDS:
+    bounds = {"budget": budget_bytes, "ring_size": ring_size, "ring_bytes": ring_bytes}
+    if bounds == merge_tool_state.bounds:  # type: ignore[attr-defined]
         return merge_tool_state
     return make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
 

@@ -38,6 +38,8 @@ from langgraph.channels.binop import _get_overwrite
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from .clock import CLOCK_KEY
+
 __all__ = [
     "DEFAULT_SNAPSHOT_FREQUENCY",
     "MAX_REPLAY_WRITES",
@@ -97,7 +99,7 @@ def batched(reducer: Reducer) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
     equal channels, which LangGraph requires when it merges state schemas (``create_agent``
     merges every middleware's).
     """
-    return _folding(reducer, "merge_into")
+    return _folding(reducer, replaying=False)
 
 
 @cache
@@ -110,19 +112,21 @@ def replayed(reducer: Reducer) -> Callable[[Any, Sequence[Any]], dict[str, Any]]
     serializing each one again was most of its cost. The result is the one the live merges
     produced.
     """
-    return _folding(reducer, "replay_into")
+    return _folding(reducer, replaying=True)
 
 
-def _folding(reducer: Reducer, method: str) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
+def _folding(
+    reducer: Reducer, *, replaying: bool
+) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
     # A reducer built by make_merge_tool_state can merge into a dict it is handed: the batch is
     # then one copy of the state and O(1) work per write, as if merged one by one.
-    into = getattr(reducer, method, None)
+    into = getattr(reducer, "merge_into", None)
 
     def fold(state: Any, updates: Sequence[Any]) -> dict[str, Any]:
         if into is not None:
             merged = reducer(state, None)  # a fresh copy: the state passed in is not changed
             for update in updates:
-                merged = into(merged, update)
+                merged = into(merged, update, replayed=replaying)
             return merged
         merged = {} if state is None else state
         for update in updates:
@@ -131,14 +135,14 @@ def _folding(reducer: Reducer, method: str) -> Callable[[Any, Sequence[Any]], di
 
     fold.__name__ = fold.__qualname__ = f"batched_{getattr(reducer, '__name__', 'reducer')}"
     fold.__doc__ = f"{reducer.__doc__ or 'The tool_state reducer'}, over a batch of updates."
-    if method == "merge_into":
+    if not replaying:
         fold.replayed = replayed(reducer)  # type: ignore[attr-defined]
     return fold
 
 
 def _totals(value: Any) -> tuple[int, int] | None:
     """``(writes, written)``: the reducer's running totals in a ``tool_state``'s clock record."""
-    record = value.get("__clock__") if isinstance(value, Mapping) else None
+    record = value.get(CLOCK_KEY) if isinstance(value, Mapping) else None
     if not isinstance(record, Mapping):
         return None
     writes, written = record.get("writes"), record.get("written")
@@ -172,7 +176,7 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         if totals is None:
             return self.most
         writes, written = totals[0] - self.base[0], totals[1] - self.base[1]
-        record = self.value["__clock__"]
+        record = self.value[CLOCK_KEY]
         size = record.get("bytes", 0) + _ENTRY_BYTES * len(self.value)
         if written >= SNAPSHOT_RATIO * size or writes >= MAX_REPLAY_WRITES:
             self.base = totals
