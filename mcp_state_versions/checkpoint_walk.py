@@ -171,7 +171,7 @@ class _Chain:
         after it, in two reads. ``_NONE`` where the lineage carries no counters, or the chain
         holds no value where it should (the backend's own rebuild answers then)."""
         links = self.links
-        if any(len(link) <= COUNTER for link in links[index : index + 1]):
+        if len(links[index]) <= COUNTER:  # rows without counters (a backend that reads none)
             return _NONE
         for seed in range(index, len(links)):
             if self._holds_no_value(seed):

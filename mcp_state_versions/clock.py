@@ -204,7 +204,7 @@ def open_turn(
     the writes alone, and before its first snapshot only this write can tell a reader that does
     not know the graph (the HTTP API, the command line) which bounds to replay them with.
     ``build_agent`` and ``SessionStateMiddleware`` pass them; a graph using the default reducer
-    needs not.
+    need not.
     """
     messages = list(state_field(state, "messages") or [])
     tool_state = state_field(state, "tool_state")

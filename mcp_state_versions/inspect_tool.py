@@ -219,18 +219,21 @@ would cost the model tens of thousands of tokens each time."""
 
 def _listing(tool_state: Mapping[str, Any], pattern: str | None, prefix: str = "") -> str:
     keys = sorted(key for key in tool_state if key.startswith(prefix))
-    lines = {key: _listed(key, tool_state[key]) for key in keys}
-    if pattern:
+    if pattern:  # the pattern is matched against the lines, so every key is described
         regex, _ = compile_pattern(pattern)
-        lines = {key: line for key, line in lines.items() if regex.search(line)}
-    if not lines:
+        described = ((key, _listed(key, tool_state[key])) for key in keys)
+        lines = {key: line for key, line in described if regex.search(line)}
+        keys = list(lines)
+    if not keys:
         if not tool_state:
             return "Session state is empty."
         return "No key matches that pattern." if pattern else f"No key starts with {prefix!r}."
-    if len(lines) > LISTING_LINES:
-        return _grouped({key: tool_state[key] for key in lines}, pattern)
+    if len(keys) > LISTING_LINES:  # grouped: no key's line is shown, so none is made
+        return _grouped({key: tool_state[key] for key in keys}, pattern)
+    if not pattern:
+        lines = {key: _listed(key, tool_state[key]) for key in keys}
     text = "\n".join(lines.values())
-    if any(_marker(tool_state[key]) for key in lines):
+    if any(_marker(tool_state[key]) for key in keys):
         text += (
             "\n(A rewritten key held other values in earlier turns: read one with turn=N, "
             "or all of them with versions=true.)"

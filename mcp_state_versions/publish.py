@@ -140,9 +140,8 @@ def publication(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) -
     state = runtime.state
     siblings = _siblings_note(runtime)
     unchanged = [] if siblings else _unchanged(writes, state)
-    changed = {
-        key: canonical(write["value"]) for key, write in writes.items() if key not in unchanged
-    }
+    same = set(unchanged)
+    changed = {key: canonical(write["value"]) for key, write in writes.items() if key not in same}
     dropped = _not_kept(changed, state)
     kept = {key: changed[key] for key in changed if key not in dropped}
     parts = [f"[state updated: {_described(kept, state, current_turn(state))}]" if kept else ""]
