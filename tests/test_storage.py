@@ -282,3 +282,66 @@ async def test_the_walk_rebuilds_from_its_lineage_what_the_backend_rebuilds(
             assert await fresh.tool_state(index) == expected[index], index
         for index in reversed(range(len(chain.links))):  # oldest first: each from its neighbour
             assert await chain.tool_state(index) == expected[index], index
+
+
+def test_a_snapshot_is_due_by_the_bytes_or_the_writes_since_the_seed() -> None:
+    """ToolStateChannel's cadence: due (1) once the writes since its seed reach SNAPSHOT_RATIO
+    times the state's size or MAX_REPLAY_WRITES key writes, then counted from there again;
+    otherwise the cap it was given."""
+    import typing
+
+    from mcp_state_versions.storage import (
+        MAX_REPLAY_WRITES,
+        SNAPSHOT_RATIO,
+        tool_state_channel,
+    )
+
+    narrow = make_merge_tool_state(ring_size=0)  # the size is the current values alone
+    spec = typing.get_args(tool_state_channel(narrow, 777))[1]
+    seed = narrow({}, {"t/a/b": {"value": "x" * 10_000}})
+    channel = spec.from_checkpoint(snapshot(seed))
+    assert channel.snapshot_frequency == 777  # nothing written since the seed
+    state, writes = seed, 0
+    while True:
+        state = narrow(state, {"t/a/b": {"value": f"{writes}" + "y" * 10_000}})
+        writes += 1
+        channel.value = state
+        if channel.snapshot_frequency == 1:
+            break
+        assert writes < 10
+    record, base = state["__clock__"], seed["__clock__"]
+    size = record["bytes"] + 160 * len(state)
+    since = record["written"] - base["written"]
+    last = 10_001 + len(str(writes - 1)) + 48  # the last write's bytes, as the reducer counts
+    assert since - last < SNAPSHOT_RATIO * size <= since  # due at the first write past it
+    assert channel.snapshot_frequency == 777  # and counted from there again
+    # a large state written to a bit at a time: the writes' count, not their bytes, calls it
+    state = narrow({}, {"t/a/big": {"value": "x" * 1_000_000}})
+    small = spec.from_checkpoint(snapshot(state))
+    for n in range(MAX_REPLAY_WRITES - 1):
+        state = narrow(state, {"t/a/b": {"value": n % 2}})
+    small.value = state
+    assert small.snapshot_frequency == 777  # one short of a replay's worth of writes
+    small.value = narrow(state, {"t/a/b": {"value": 7}})
+    assert small.snapshot_frequency == 1  # a thousand tiny writes: a replay's worth
+    assert small.copy().snapshot_frequency == 777  # the copy carries the new base
+
+
+async def test_a_thread_takes_snapshots_by_what_it_writes(thread_id: str) -> None:
+    """With the step cap (1,000 updates) far away, a key rewritten each turn still gets
+    snapshots every few turns, so a run start replays a few turns' writes, not the thread's."""
+    from mcp_state_versions.retention import PruningInMemorySaver
+
+    saver = PruningInMemorySaver()
+    agent = agent_on(saver, snapshot_frequency=1000)
+    texts = ["find Copenhagen", "find Aarhus", "find Oslo"] * 14
+    for text in texts:
+        await run_turn(agent, thread_id, text)
+    backend = backend_for(saver)
+    stored = [
+        (await backend.stored_tool_state(thread_id, "", s.config["configurable"]["checkpoint_id"]))[
+            1
+        ]
+        for s in await _checkpoints(agent, thread_id)
+    ]
+    assert sum(type(value).__name__ == "_DeltaSnapshot" for value in stored) >= 2
