@@ -29,7 +29,15 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import BaseModel, JsonValue
 
 from .checkpoint_walk import CheckpointHistory
-from .history import Found, ThreadPresent, TurnAnswer, UnknownKey, outcome, resolve_turn
+from .history import (
+    Found,
+    ThreadPresent,
+    TurnAnswer,
+    UnknownKey,
+    outcome,
+    resolve_turn,
+    retained_span,
+)
 from .inspect_tool import (
     describe_answer,
     entry_summary,
@@ -91,17 +99,24 @@ class KeyVersions(BaseModel):
     items: list[VersionItem]
 
 
+class RetainedTurns(BaseModel):
+    """The retained turns, ``first`` to ``last``: a prune keeps the latest, so they are a span."""
+
+    first: int
+    last: int
+
+
 class Turns(BaseModel):
     thread_id: str
     total: int
-    retained: list[int]
+    retained: RetainedTurns | None
 
 
 class Problem(BaseModel):
     code: str
     message: str
     total: int | None = None
-    retained: list[int] | None = None
+    retained: RetainedTurns | None = None
     first_turn: int | None = None
 
 
@@ -247,7 +262,12 @@ def create_app(
     @app.get("/threads/{thread_id}/turns", responses=_PROBLEMS, summary="Turns and retention")
     async def list_turns(thread_id: str, present: Thread, history: History) -> Turns:
         index = await history.turns(thread_id)
-        return Turns(thread_id=thread_id, total=index.total, retained=list(index.retained))
+        span = retained_span(index.retained)
+        return Turns(
+            thread_id=thread_id,
+            total=index.total,
+            retained=None if span is None else RetainedTurns(**span),
+        )
 
     @app.get(
         "/threads/{thread_id}/state/{key:path}/versions",

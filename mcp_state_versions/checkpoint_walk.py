@@ -42,7 +42,8 @@ way the order along the chain is monotone, which is what the binary search needs
 
 from __future__ import annotations
 
-import math
+import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any
@@ -61,7 +62,15 @@ from .backends import (
     backend_for,
     stamp_turn,
 )
-from .clock import END_OF_TURN, current_turn, position, turn_of_tool_state
+from .clock import (
+    POSITIONS_PER_TURN,
+    current_turn,
+    end_of_turn,
+    past_end,
+    position,
+    turn_at,
+    turn_of_tool_state,
+)
 from .history import ThreadPresent, TurnIndex, TurnSnapshot, gallop
 from .state import StateEntry, is_entry
 from .storage import NOTHING_STORED, replay, stored_value
@@ -73,7 +82,7 @@ _RUN_CHECKPOINTER = "__pregel_checkpointer"
 saver compiled, copied in (``graph.copy``) or attached (the Agent Server) is the one here."""
 
 
-def _hint(link: LinkRow) -> float | None:
+def _hint(link: LinkRow) -> int | None:
     """A checkpoint's clock position as its metadata stamp implies, when stamped.
 
     A run's ``input`` checkpoint still holds the end of the previous turn; its ``loop``
@@ -87,10 +96,14 @@ def _hint(link: LinkRow) -> float | None:
     stamp = stamp_turn(link[STAMP])
     if stamp is None:
         return None
-    return stamp - 1 + END_OF_TURN if source == "input" else float(stamp)
+    return end_of_turn(stamp - 1) if source == "input" else POSITIONS_PER_TURN * stamp
 
 
 _NONE: Any = object()
+
+_START_PAUSES = (0.001, 0.004, 0.015, 0.03, 0.05, 0.1, 0.2, 0.3, 0.3)
+"""How long a read waits, a pause at a time, for its run's own checkpoint to be stored: about
+a second in all (see :meth:`CheckpointHistory._read_chain`)."""
 
 _INCREMENTAL_LINKS = 12
 """How far a state already rebuilt may be from the one asked for to be carried forward by the
@@ -107,7 +120,7 @@ class _Chain:
         self._namespace = history.namespace
         self._thread_id = thread_id
         self.links = list(links)
-        self._positions: dict[int, float] = {}
+        self._positions: dict[int, int] = {}
         self._states: dict[int, Any] = {}
         #: ``tool_state`` channels read (and full loads, for threads older than the clock).
         self.loads = 0
@@ -187,7 +200,7 @@ class _Chain:
             return await self._carried(base, index, seed)
         return _NONE
 
-    async def position(self, index: int, *, trust_stamps: bool = True) -> float:
+    async def position(self, index: int, *, trust_stamps: bool = True) -> int:
         """Where checkpoint ``index`` stands on the clock (:func:`~mcp_state_versions.clock.
         position`); a trusted stamp stands in for it without reading anything."""
         if index in self._positions:
@@ -217,7 +230,7 @@ class _Chain:
         low, high = 0, len(self.links)
         while low < high:
             middle = (low + high) // 2
-            if await self.position(middle, trust_stamps=trust_stamps) <= turn + END_OF_TURN:
+            if await self.position(middle, trust_stamps=trust_stamps) <= end_of_turn(turn):
                 high = middle
             else:
                 low = middle + 1
@@ -238,28 +251,26 @@ class _Chain:
         clock is at most N and its newer neighbour's is past the end of N.
         """
         found = await self.position(index, trust_stamps=False)
-        if found > turn + END_OF_TURN:
+        if found > end_of_turn(turn):
             return False
-        if found == turn + END_OF_TURN:
+        if found == end_of_turn(turn):
             return True
-        return index == 0 or await self.position(index - 1, trust_stamps=False) > (
-            turn + END_OF_TURN
-        )
+        return index == 0 or await self.position(index - 1, trust_stamps=False) > end_of_turn(turn)
 
     async def index(self) -> TurnIndex:
         if not self.links:
-            return TurnIndex(total=0, retained=())
+            return TurnIndex(total=0, retained=range(1, 1))
         # The head's own clock, not its stamp: metadata is whatever a caller passed, and a
         # wrong stamp on the head must not change how many turns the thread has had. (The
         # read is one ``tool_state``, and the one a recent turn's answer reads anyway.)
-        total = math.floor(await self.position(0, trust_stamps=False))
+        total = turn_at(await self.position(0, trust_stamps=False))
         # The oldest checkpoint left says where retention begins: a whole chain starts before
         # any turn; a pruned one starts inside the first turn it kept, or just after the turn
         # before it ended. (A parent link to a deleted checkpoint is no signal: some savers
         # clear it when they prune.)
         oldest = await self.position(len(self.links) - 1)
-        first = max(math.floor(oldest) + (oldest % 1 > END_OF_TURN), 1)
-        return TurnIndex(total=total, retained=tuple(range(first, total + 1)))
+        first = max(turn_at(oldest) + past_end(oldest), 1)
+        return TurnIndex(total=total, retained=range(first, total + 1))
 
 
 class CheckpointHistory:
@@ -268,18 +279,28 @@ class CheckpointHistory:
     Works with any ``BaseCheckpointSaver``; reads the lineage and single channels directly from
     ``InMemorySaver``, the SQLite savers and the PostgreSQL savers and their subclasses
     (:mod:`mcp_state_versions.backends`). ``namespace`` selects a persistent subgraph's history
-    (``""``: the graph itself). With ``sync=True`` it reads through the saver's synchronous API
-    and its coroutines never suspend: a synchronous caller runs them with
+    (``""``: the graph itself). ``checkpoint_id`` reads the branch that ends at that checkpoint
+    instead of at the thread's head: what a run reads, since the newest checkpoint of a thread
+    may be another run's (two runs at once on one thread, or a fork running beside the head).
+    With ``sync=True`` it reads through the saver's synchronous API and its coroutines never
+    suspend: a synchronous caller runs them with
     :func:`mcp_state_versions.backends.run_sync` (that is how ``inspect_state`` answers under
     ``graph.invoke``).
     """
 
     def __init__(
-        self, saver: BaseCheckpointSaver, *, namespace: str = "", sync: bool = False
+        self,
+        saver: BaseCheckpointSaver,
+        *,
+        namespace: str = "",
+        sync: bool = False,
+        checkpoint_id: str | None = None,
     ) -> None:
         self.saver = saver
         self.namespace = namespace
         self.sync = sync
+        #: Where the branch read ends: ``None`` for the thread's head, else a checkpoint id.
+        self.checkpoint_id = checkpoint_id
         self.backend: Backend = backend_for(saver, sync=sync)
         self._last_chain: tuple[str, _Chain] | None = None
 
@@ -289,7 +310,7 @@ class CheckpointHistory:
         This is what a reader outside the agent (the HTTP API, the command line) starts from,
         as the ``inspect_state`` tool starts from its runtime state.
         """
-        head = await self.backend.head(thread_id, self.namespace)
+        head = self.checkpoint_id or await self.backend.head(thread_id, self.namespace)
         if head is None:
             return None
         _, tool_state = await self.backend.tool_state(thread_id, self.namespace, head)
@@ -345,17 +366,53 @@ class CheckpointHistory:
         return await self.backend.checkpoint_ids(thread_id, self.namespace)
 
     async def _chain(self, thread_id: str) -> _Chain:
-        links = await self.backend.lineage(thread_id, self.namespace)
-        if links is None:
-            chain = await self._walk_links(thread_id)
-        else:
-            chain = _from_head(links)
+        _, chain = await self._read_chain(thread_id)
         return _Chain(self, thread_id, chain)
 
-    async def _walk_links(self, thread_id: str) -> list[LinkRow]:
-        """A saver without a scan: follow parents from the head, one checkpoint at a time."""
+    async def _read_chain(
+        self, thread_id: str
+    ) -> tuple[Sequence[LinkRow] | None, Sequence[LinkRow]]:
+        """Every checkpoint of the namespace as one read (``None`` for a saver without a scan),
+        and the chain of the branch read out of that same read.
+
+        A run's own checkpoint may not be stored yet when its tools read: LangGraph saves a
+        step's checkpoint in the background while the step runs (``durability="async"``, the
+        default), which takes about a millisecond. The lineage is read again a few times,
+        for about a second in all, until it holds the checkpoint. A run that saves only at
+        its exit (``durability="exit"``) never stores it during the run; its branch is then
+        taken to end at the newest checkpoint stored before it, which is the one the run
+        began from unless another run on the thread saved one meanwhile.
+        """
+        start = self.checkpoint_id
+        for pause in (*_START_PAUSES, None):
+            links = await self.backend.lineage(thread_id, self.namespace)
+            if links is None:
+                chain = await self._walk_links(thread_id, start)
+            else:
+                chain = _chain_of(links, start)
+            if chain or start is None or pause is None:
+                break
+            await self._pause(pause)
+        if not chain and start is not None:  # not stored during the run (durability="exit")
+            if links is None:
+                whole = await self._walk_links(thread_id, None)
+                chain = [link for link in whole if link[ID] < start]
+            else:
+                before = [link[ID] for link in links if link[ID] < start]
+                chain = _chain_of(links, max(before)) if before else []
+        return links, chain
+
+    async def _pause(self, seconds: float) -> None:
+        if self.sync:
+            time.sleep(seconds)  # a synchronous read never suspends (see backends.run_sync)
+        else:
+            await asyncio.sleep(seconds)
+
+    async def _walk_links(self, thread_id: str, start: str | None) -> list[LinkRow]:
+        """A saver without a scan: follow parents from ``start`` (the head when ``None``), one
+        checkpoint at a time."""
         chain: list[LinkRow] = []
-        checkpoint_id = await self.backend.head(thread_id, self.namespace)
+        checkpoint_id = start or await self.backend.head(thread_id, self.namespace)
         while checkpoint_id is not None:
             link = await self.backend.parent_of(thread_id, self.namespace, checkpoint_id)
             if link is None:
@@ -363,6 +420,24 @@ class CheckpointHistory:
             chain.append(link)
             checkpoint_id = link[PARENT]
         return chain
+
+
+def _chain_of(links: Sequence[LinkRow], start: str | None) -> Sequence[LinkRow]:
+    """The chain that ends at ``start`` (the head when ``None``) out of every checkpoint of a
+    namespace; ``[]`` when ``start`` is not among them.
+
+    The head's chain is :func:`_from_head`. Another checkpoint's is its parents, followed.
+    """
+    from_head = _from_head(links)
+    if start is None or (from_head and from_head[0][ID] == start):
+        return from_head
+    by_id = {link[ID]: link for link in links}
+    chain = []
+    link = by_id.get(start)
+    while link is not None:
+        chain.append(link)
+        link = by_id.get(link[PARENT]) if link[PARENT] else None
+    return chain
 
 
 def _from_head(links: Sequence[LinkRow]) -> Sequence[LinkRow]:
@@ -403,35 +478,70 @@ def _unforked(links: Sequence[LinkRow], ids: list[str]) -> bool:
 def history_for_run(
     config: Mapping[str, Any] | None, *, sync: bool = False
 ) -> CheckpointHistory | None:
-    """The history of the checkpointer the current run uses, from a task's config.
+    """The history of the checkpointer the current run uses, from a task's config, read along
+    the run's own branch.
 
     ``None`` when the run has no checkpointer (``compile()`` without one, or
     ``checkpointer=False``). This is what ``history=AUTO`` resolves to at every call, so the
     answer never comes from a saver captured when the graph was built.
 
-    Inside a subgraph, the history is the subgraph's own when it keeps one (a persistent
-    subgraph, ``checkpointer=True``, saves under its node names without task ids); otherwise
-    it is the root graph's, which holds the thread's turns.
+    The branch ends at the checkpoint the task's step started from (its config's
+    ``checkpoint_map``), not at the thread's newest checkpoint: with two runs at once on one
+    thread, the newest may be the other run's, and its values are not this run's past.
+
+    Inside a subgraph, the history is the root graph's when the root keeps ``tool_state``: a
+    subgraph that shares ``tool_state`` with its parent hands every write back to it, so the
+    parent's checkpoints hold all the turns, where the subgraph's own (a persistent subgraph,
+    ``checkpointer=True``) hold only the steps it ran. Otherwise it is the subgraph's own,
+    when it keeps one.
     """
     configurable = (config or {}).get("configurable") or {}
     saver = configurable.get(_RUN_CHECKPOINTER)
     if not isinstance(saver, BaseCheckpointSaver):
         return None
-    return _RunHistory(saver, str(configurable.get("checkpoint_ns") or ""), sync=sync)
+    return _RunHistory(
+        saver,
+        str(configurable.get("checkpoint_ns") or ""),
+        configurable.get("checkpoint_map") or {},
+        sync=sync,
+    )
 
 
 class _RunHistory(CheckpointHistory):
     """A run's history whose namespace is settled on first use (see :func:`history_for_run`)."""
 
-    def __init__(self, saver: BaseCheckpointSaver, task_namespace: str, *, sync: bool) -> None:
-        super().__init__(saver, sync=sync)
+    def __init__(
+        self,
+        saver: BaseCheckpointSaver,
+        task_namespace: str,
+        checkpoint_map: Mapping[str, Any],
+        *,
+        sync: bool,
+    ) -> None:
+        root = checkpoint_map.get("")
+        super().__init__(saver, sync=sync, checkpoint_id=root if isinstance(root, str) else None)
         parts = task_namespace.split("|")[:-1]  # drop the tool node's own task
         self._candidate = "|".join(part.split(":")[0] for part in parts)
+        own = checkpoint_map.get("|".join(parts))
+        self._candidate_start = own if isinstance(own, str) else None
         self._settled = not self._candidate
 
     async def _chain(self, thread_id: str) -> _Chain:
         if not self._settled:
-            if await self.backend.head(thread_id, self._candidate) is not None:
-                self.namespace = self._candidate
             self._settled = True
+            if (
+                not await self._root_keeps_tool_state(thread_id)
+                and await self.backend.head(thread_id, self._candidate) is not None
+            ):
+                self.namespace = self._candidate
+                self.checkpoint_id = self._candidate_start
         return await super()._chain(thread_id)
+
+    async def _root_keeps_tool_state(self, thread_id: str) -> bool:
+        # the root's newest checkpoint, not the run's: the run's may not be stored yet, and
+        # whether the root keeps tool_state at all is the same on every branch
+        head = await self.backend.head(thread_id, "")
+        if head is None:
+            return False
+        found, stored = await self.backend.stored_tool_state(thread_id, "", head)
+        return found and stored is not None

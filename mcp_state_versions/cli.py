@@ -171,6 +171,7 @@ def _console() -> Any:
 async def _operate(args: argparse.Namespace) -> int:
     from .checkpoint_walk import CheckpointHistory
     from .checkpointers import open_checkpointer
+    from .history import retained_span, turn_span
 
     console = _console()
     async with open_checkpointer(args.checkpointer, create=False) as saver:
@@ -185,14 +186,15 @@ async def _operate(args: argparse.Namespace) -> int:
             data = {
                 "thread_id": args.thread,
                 "total": index.total,
-                "retained": list(index.retained),
+                "retained": retained_span(index.retained),
             }
             if args.json:
                 console.print_json(data=data)
             else:
-                span = f"{index.retained[0]}–{index.retained[-1]}" if index.retained else "none"
                 console.print(
-                    f"thread {args.thread}: {index.total} turns, retained: {span}", markup=False
+                    f"thread {args.thread}: {index.total} turns, "
+                    f"retained: {turn_span(index.retained)}",
+                    markup=False,
                 )
             return 0
         return await _inspect(console, history, present, args)
@@ -300,19 +302,15 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
 
 
 async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
+    from .history import turn_span
     from .retention import prune_thread
 
     result = await prune_thread(
         saver, args.thread, keep_turns=args.keep_turns, drop_abandoned=args.drop_abandoned
     )
-    span = (
-        f"{result.retained_turns[0]}–{result.retained_turns[-1]}"
-        if result.retained_turns
-        else "none"
-    )
     console.print(
         f"thread {args.thread}: removed {result.deleted} checkpoints; "
-        f"{result.total_turns} turns, retained: {span}",
+        f"{result.total_turns} turns, retained: {turn_span(result.retained_turns)}",
         markup=False,
     )
     return 0

@@ -14,10 +14,11 @@ and either silently renumbers every turn after it. The clock is instead a small 
   without steps of its own). Both are plain
   writes into ``tool_state``, so a checkpoint carries the clock like any other value and a fork
   from the end of turn K goes on from K: its next user message is turn K+1 on the new branch.
-* **It only moves forward.** A run with no new user message, resuming an interrupt
-  (``Command(resume=...)``, which does not pass through the first node) or an operator's
-  ``update_state`` never tick it. Clock writes merge as a join (the later turn wins; once a turn
-  is closed it stays closed), so replaying them in any batching gives the same clock.
+* **It only moves forward, one turn at a time.** A run with no new user message, resuming an
+  interrupt (``Command(resume=...)``, which does not pass through the first node) or an
+  operator's ``update_state`` never tick it, and the reducer refuses a tick that skips turns.
+  Clock writes merge as a join (the later turn wins; once a turn is closed it stays closed), so
+  replaying them in any batching gives the same clock.
 * **Open or closed tells a write's turn.** With the clock in its own state, the reducer places
   every write without looking at messages or at the writer's stamp: during turn N (open) a
   write belongs to N; after turn N ended (closed) it belongs to N+1, because no turn ≤ N ended
@@ -41,17 +42,20 @@ from langchain_core.runnables import RunnableConfig
 
 __all__ = [
     "CLOCK_KEY",
-    "END_OF_TURN",
+    "POSITIONS_PER_TURN",
     "ClockRecord",
     "clock_of",
     "close_turn",
     "count_turns",
     "current_turn",
+    "end_of_turn",
     "entries_of",
     "open_turn",
+    "past_end",
     "position",
     "state_field",
     "ticks_around",
+    "turn_at",
     "turn_of_tool_state",
 ]
 
@@ -153,26 +157,42 @@ def turn_of_tool_state(tool_state: Any) -> int | None:
     return turn if isinstance(turn, int) and not isinstance(turn, bool) else None
 
 
-def position(values: Mapping[str, Any]) -> float:
+POSITIONS_PER_TURN = 4
+"""Clock positions are integers, four to a turn: ``4N`` while turn N runs, ``4N + 1`` once it
+ended, ``4N + 2`` once something was written after that. Integers because a position must
+compare exactly however large the turn: a float loses whole turns past 2**53."""
+
+
+def position(values: Mapping[str, Any]) -> int:
     """Where a state (a checkpoint's channel values) stands on the clock, comparable in order.
 
-    ``N`` while turn N runs; ``N + 0.25`` once it has ended, while the state is still the one
-    it ended with; ``N + 0.5`` once something was written after that. A checkpoint walk finds
-    the end of turn N as the newest checkpoint at or below ``N + 0.25``. For a state without a
-    clock it is the human-message count (the fallback for threads older than the clock).
+    See :data:`POSITIONS_PER_TURN`. A checkpoint walk finds the end of turn N as the newest
+    checkpoint at or below :func:`end_of_turn` ``(N)``. For a state without a clock it is the
+    human-message count's turn, open (the fallback for threads older than the clock).
     """
     tool_state = values.get("tool_state")
     turn = turn_of_tool_state(tool_state)
     if turn is None:
-        return float(count_turns(values.get("messages")))
+        return POSITIONS_PER_TURN * count_turns(values.get("messages"))
     record = clock_of(tool_state) or {}
     if record.get("open"):
-        return float(turn)
-    return turn + (0.5 if record.get("late") else 0.25)
+        return POSITIONS_PER_TURN * turn
+    return POSITIONS_PER_TURN * turn + (2 if record.get("late") else 1)
 
 
-END_OF_TURN = 0.25
-"""Added to N: the highest :func:`position` a state at the end of turn N can have."""
+def end_of_turn(turn: int) -> int:
+    """The highest :func:`position` a state at the end of turn ``turn`` can have."""
+    return POSITIONS_PER_TURN * turn + 1
+
+
+def turn_at(found: int) -> int:
+    """The turn a :func:`position` lies in."""
+    return found // POSITIONS_PER_TURN
+
+
+def past_end(found: int) -> bool:
+    """Whether a :func:`position` lies after its turn's end (something was written since)."""
+    return found % POSITIONS_PER_TURN > 1
 
 
 def current_turn(state: Any) -> int:

@@ -33,6 +33,7 @@ from langgraph.types import Command
 from .agent import build_agent, run_turn
 from .checkpointers import open_checkpointer
 from .clock import current_turn
+from .history import turn_span
 from .publish import publish
 from .retention import prune_thread
 from .scripted import ScriptedChatModel, call
@@ -161,7 +162,7 @@ async def run_demo(
     result = await prune_thread(checkpointer, thread, keep_turns=1)
     out(
         f"   prune_thread(keep_turns=1): {result.deleted} checkpoints removed; retained turns "
-        f"{', '.join(map(str, result.retained_turns))} of {result.total_turns}."
+        f"{turn_span(result.retained_turns)} of {result.total_turns}."
     )
     out("   The key's ring still holds turn 1's version, so the answer survives pruning:")
     await _turn(agent, thread, "Remind me, what was the first area?", out)

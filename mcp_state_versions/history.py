@@ -43,6 +43,8 @@ __all__ = [
     "gallop",
     "outcome",
     "resolve_turn",
+    "retained_span",
+    "turn_span",
 ]
 
 
@@ -62,11 +64,28 @@ entries' rings only)."""
 class TurnIndex:
     """The turns of a thread's current branch: how many there have been, which are retained.
 
-    ``total`` greater than ``len(retained)`` means history was pruned.
+    ``retained`` is a span (``range(first, total + 1)``, empty when none is): a prune keeps the
+    latest turns, so what is retained is always contiguous and ends at the newest, and a span
+    costs the same for a thread of ten turns and one of a million. ``total`` greater than
+    ``len(retained)`` means history was pruned.
     """
 
     total: int
-    retained: tuple[int, ...]
+    retained: range
+
+    def __post_init__(self) -> None:
+        # A host's history may name the turns as any sequence; they must be a span.
+        turns = self.retained
+        if not isinstance(turns, range):
+            turns = tuple(turns)
+            span = (
+                range(turns[0], turns[-1] + 1) if turns else range(self.total + 1, self.total + 1)
+            )
+            if tuple(span) != turns:
+                raise ValueError(
+                    f"retained turns must be consecutive (a prune keeps the latest), got {turns}"
+                )
+            object.__setattr__(self, "retained", span)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +154,7 @@ class NotRetained:
     key: str
     turn: int
     total: int
-    retained: tuple[int, ...]
+    retained: range
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +211,8 @@ class Outcome:
 
     code: str
     status: int
-    #: What the answer tells a reader beyond its code: ``total``, ``retained`` (a list) and
-    #: ``first_turn``, where the answer has them.
+    #: What the answer tells a reader beyond its code: ``total``, ``retained`` (``{"first",
+    #: "last"}``, or ``None`` when no turn is) and ``first_turn``, where the answer has them.
     details: dict[str, Any] = field(default_factory=dict)
 
 
@@ -212,11 +231,24 @@ def outcome(answer: TurnAnswer) -> Outcome:
     """The :class:`Outcome` of an answer (shared by the HTTP API and the command line)."""
     code, status = _OUTCOMES[type(answer)]
     details = {
-        name: list(value) if isinstance(value, tuple) else value
+        name: retained_span(value) if isinstance(value, range) else value
         for name in ("total", "retained", "first_turn")
         if (value := getattr(answer, name, None)) is not None
     }
     return Outcome(code, status, details)
+
+
+def retained_span(retained: range) -> dict[str, int] | None:
+    """``retained`` as ``{"first": ..., "last": ...}``, or ``None`` when no turn is retained:
+    how the HTTP API and the command line report it."""
+    return {"first": retained[0], "last": retained[-1]} if retained else None
+
+
+def turn_span(turns: range) -> str:
+    """``turns`` for a reader: ``"4–6"``, ``"4"``, or ``"none"``."""
+    if not turns:
+        return "none"
+    return f"{turns[0]}–{turns[-1]}" if len(turns) > 1 else str(turns[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,12 +297,13 @@ async def resolve_turn(
     snapshot = await history.tool_state_at(thread_id, turn)
     # A run saves checkpoints in the background, so a tool can be ahead of its thread's history
     # by the turn it is in. Those turns are held by the present, not missing from it.
-    ahead = tuple(range(snapshot.index.total + 1, current_turn + 1))
+    total = max(current_turn, snapshot.index.total)
+    retained = snapshot.index.retained
     gone = NotRetained(
         key=key,
         turn=turn,
-        total=max(current_turn, snapshot.index.total),
-        retained=snapshot.index.retained + ahead,
+        total=total,
+        retained=range(retained.start if retained else snapshot.index.total + 1, total + 1),
     )
     if turn > snapshot.index.total or snapshot.tool_state is None:
         return gone

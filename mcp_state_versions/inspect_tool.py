@@ -43,6 +43,7 @@ from .history import (
     UnknownKey,
     ValueEvicted,
     resolve_turn,
+    turn_span,
 )
 from .render import PathError, compile_pattern, grep, resolve_path, shape, show
 from .state import StateEntry, is_entry
@@ -392,14 +393,6 @@ def _span(since: int | None, until: int | None, now: int | None = None) -> str:
     return f"turn {since}" if since == until else f"turns {since}–{until}"
 
 
-def _turn_range(turns: Sequence[int]) -> str:
-    if not turns:
-        return "none"
-    if list(turns) == list(range(turns[0], turns[-1] + 1)):
-        return f"{turns[0]}–{turns[-1]}" if len(turns) > 1 else str(turns[0])
-    return ", ".join(map(str, turns))
-
-
 def describe_answer(
     answer: TurnAnswer,
     *,
@@ -439,7 +432,7 @@ def describe_answer(
             return (
                 f"Turn {turn} is no longer retained: this deployment pruned that part of the "
                 f"conversation's history. {key} had a value then, and it cannot be read any "
-                f"more. Retained turns: {_turn_range(retained)}. Do not use the current value "
+                f"more. Retained turns: {turn_span(retained)}. Do not use the current value "
                 "in its place; say that the earlier value is no longer available."
             )
         case KeyNotSetYet(key=key, turn=turn, first_turn=first):

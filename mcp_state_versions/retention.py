@@ -22,7 +22,6 @@ in it as a snapshot (:func:`seal`). Only then are the ancestors deleted.
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from .backends import ID, TOOL_STATE, Backend, backend_for, run_sync
 from .backends.memory import delete_checkpoints
 from .backends.sqlite import SqliteBackend
+from .clock import turn_at
 from .storage import NOTHING_STORED
 
 __all__ = [
@@ -156,7 +156,7 @@ class PruneResult:
     """What :func:`prune_thread` removed and what the thread's history now holds."""
 
     deleted: int
-    retained_turns: tuple[int, ...]
+    retained_turns: range
     total_turns: int
 
 
@@ -177,30 +177,38 @@ async def prune_thread(
     namespace is pruned. The head is never removed, so the thread can go on, and the oldest
     checkpoint kept is sealed first (:func:`seal`), so every retained turn still rebuilds.
     """
-    from .checkpoint_walk import CheckpointHistory
+    from .checkpoint_walk import CheckpointHistory, _Chain
 
     if keep_turns is not None and keep_turns < 1:
         raise ValueError(f"keep_turns must be at least 1 (the current turn), got {keep_turns}")
     if keep_turns is None and not drop_abandoned:
         raise ValueError("say what to prune: keep_turns=N, drop_abandoned=True, or both")
     history = CheckpointHistory(saver)
-    chain = await history._chain(thread_id)
+    everything, links = await history._read_chain(thread_id)
+    chain = _Chain(history, thread_id, links)
     on_branch = [link[ID] for link in chain.links]
     doomed: list[str] = []
     if keep_turns is not None and chain.links:
-        total = math.floor(await chain.position(0, trust_stamps=False))
+        total = turn_at(await chain.position(0, trust_stamps=False))
         cut = total - keep_turns + 1
         if cut > 1:
             boundary = await chain.end_of_turn(cut - 1, trust_stamps=False)
             if boundary is not None:
+                boundary = max(boundary, 1)  # the head stays, whatever its clock says
                 doomed.extend(on_branch[boundary:])
-                if boundary > 0:
-                    await seal(
-                        history.backend, thread_id, history.namespace, on_branch[boundary - 1]
-                    )
-    if drop_abandoned:
-        everything = await history.checkpoint_ids(thread_id)
-        doomed.extend(sorted(set(everything) - set(on_branch)))
+                await seal(history.backend, thread_id, history.namespace, on_branch[boundary - 1])
+    if drop_abandoned and on_branch:
+        # From the same read as the chain, and only what is older than the head it was read
+        # from: a checkpoint saved meanwhile (the next step of a run, a run beside it on
+        # another branch) is not abandoned, and was never in this read to be counted so.
+        head = on_branch[0]
+        if everything is None:
+            everything_ids = await history.checkpoint_ids(thread_id)
+        else:
+            everything_ids = [link[ID] for link in everything]
+        kept = set(on_branch)
+        doomed.extend(sorted(c for c in everything_ids if c not in kept and c < head))
+    doomed = [checkpoint for checkpoint in doomed if checkpoint != on_branch[0]]  # never the head
     if doomed:
         await history.backend.delete(thread_id, history.namespace, doomed)
     index = await history.turns(thread_id)

@@ -221,7 +221,7 @@ def make_merge_tool_state(
         written: set[str] = set()
         for key, raw in update.items():
             if key == CLOCK_KEY:
-                books = _join_clock(books, raw)
+                books = _join_clock(books, raw, may_jump=whole or replayed)
                 if not whole:
                     _count_write(books, _CLOCK_WRITE_BYTES)
                 continue
@@ -312,8 +312,16 @@ def _open_books(merged: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return books, found_raw
 
 
-def _join_clock(books: dict[str, Any], raw: Any) -> dict[str, Any]:
-    """Merge a clock write: the later turn wins; within a turn, closed wins over open."""
+def _join_clock(books: dict[str, Any], raw: Any, *, may_jump: bool = True) -> dict[str, Any]:
+    """Merge a clock write: the later turn wins; within a turn, closed wins over open.
+
+    A tick moves the clock by one turn. One that would skip turns (an operator's
+    ``update_state`` with ``turn: 10**6``) is refused unless ``may_jump``: such a clock would
+    claim turns that never happened, and retention counts back from it, so a prune that keeps
+    the last few turns would find none of the thread's checkpoints in them. A whole state may
+    jump (a persistent subgraph's state catches up with its parent's by one whole update), and
+    so may a stored write being replayed, which a live merge accepted when it was made.
+    """
     try:
         clock = _Clock.model_validate(raw)
     except ValidationError as error:
@@ -333,6 +341,12 @@ def _join_clock(books: dict[str, Any], raw: Any) -> dict[str, Any]:
     ours = books.get("turn")
     if clock.turn is None or (ours is not None and clock.turn < ours):
         return books
+    if not may_jump and ours is not None and clock.turn > ours + 1:
+        raise ToolStateError(
+            f"the turn clock is at turn {ours} and moves one turn at a time; a clock write "
+            f"for turn {clock.turn} would skip turns that never happened and is refused. "
+            "The clock is written by mcp_state_versions.clock.open_turn and close_turn only"
+        )
     fields = raw if isinstance(raw, Mapping) else {}
     if ours is None or clock.turn > ours:
         books["turn"], books["open"] = clock.turn, clock.open

@@ -81,7 +81,7 @@ async def test_status_codes_and_bodies(saver: Any, thread_id: str) -> None:
 
         gone = await http.get(f"{base}/state/{BBOX}", params={"turn": 1})
         assert gone.status_code == 410
-        assert gone.json()["detail"]["retained"] == [4, 5, 6]
+        assert gone.json()["detail"]["retained"] == {"first": 4, "last": 6}
 
         old = await http.get(f"{base}/state/{BBOX}", params={"turn": 4})
         assert old.status_code == 200 and old.json()["value"] == [9.9, 56.1, 10.3, 56.2]
@@ -103,7 +103,7 @@ async def test_status_codes_and_bodies(saver: Any, thread_id: str) -> None:
         assert versions["older_not_kept"] == versions["versions"] - len(versions["items"])
 
         turns = (await http.get(f"{base}/turns")).json()
-        assert turns == {"thread_id": thread_id, "total": 6, "retained": [4, 5, 6]}
+        assert turns == {"thread_id": thread_id, "total": 6, "retained": {"first": 4, "last": 6}}
 
 
 async def test_key_not_set_yet_has_its_own_code() -> None:

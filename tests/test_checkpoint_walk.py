@@ -135,10 +135,10 @@ async def test_never_happened_and_pruned_are_distinct(saver: Any, thread_id: str
         ("Found", OSLO),
     ]
     result = await prune_thread(saver, thread_id, keep_turns=2)
-    assert result.retained_turns == (4, 5) and result.total_turns == 5 and result.deleted > 0
+    assert result.retained_turns == range(4, 6) and result.total_turns == 5 and result.deleted > 0
     after = await answers(agent, thread_id, history)
     for answer in after[:3]:
-        assert isinstance(answer, NotRetained) and answer.retained == (4, 5)
+        assert isinstance(answer, NotRetained) and answer.retained == range(4, 6)
     assert [plain(a) for a in after[3:]] == [("Found", OSLO), ("Found", OSLO)]
     state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
     from mcp_state_versions.history import resolve_turn
@@ -308,3 +308,60 @@ def test_stamp_turn_reads_ints_and_their_text_only() -> None:
     assert [stamp_turn(s) for s in (3, "3", "042", 0)] == [3, 3, 42, 0]
     rejected = (None, True, False, 2.5, "2.5", "-1", "", "x", "１", "1" * 10, {"turn": 1}, [1])
     assert [stamp_turn(s) for s in rejected] == [None] * len(rejected)
+
+
+async def test_a_run_reads_its_own_branch_when_another_branch_is_newer(
+    saver: Any, thread_id: str
+) -> None:
+    """Two runs at once on one thread: while a run continues the head, a fork from the end of
+    turn 1 saves checkpoints newer than the run's. A tool of that run (its config names the
+    checkpoint its step started from) reads turn 2 from its own branch (Aarhus), never the
+    fork's (Oslo); a reader outside any run reads the thread's newest branch."""
+    from mcp_state_versions import history_for_run
+
+    agent = agent_on(saver, ring_size=0)
+    for text in ["find Copenhagen", "find Aarhus", "what country?"]:
+        await run_turn(agent, thread_id, text)
+    head = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).config
+    await fork_at(agent, thread_id, 1, "find Oslo")  # the thread's newest checkpoints now
+    task = {
+        "__pregel_checkpointer": saver,
+        "thread_id": thread_id,
+        "checkpoint_ns": "tools:1",
+        "checkpoint_map": {"": head["configurable"]["checkpoint_id"]},
+    }
+    run_history = history_for_run({"configurable": task})
+    assert run_history is not None
+    assert (await run_history.turns(thread_id)).total == 3
+    snapshot = await run_history.tool_state_at(thread_id, 2)
+    assert snapshot.tool_state is not None and snapshot.tool_state[BBOX]["value"] == AAR
+    newest = await CheckpointHistory(saver).tool_state_at(thread_id, 2)
+    assert newest.tool_state is not None and newest.tool_state[BBOX]["value"] == OSLO
+    at = CheckpointHistory(saver, checkpoint_id=head["configurable"]["checkpoint_id"])
+    present = await at.present(thread_id)
+    assert present is not None and present.turn == 3
+
+
+async def test_a_run_whose_checkpoint_is_not_stored_yet_waits_for_it(
+    saver: Any, thread_id: str
+) -> None:
+    """A step's checkpoint is saved in the background while the step runs; a read that
+    names one not stored yet reads it once it is, and one never stored (``durability=
+    "exit"``) reads the branch up to the newest checkpoint stored before it."""
+    import asyncio
+
+    from langgraph.checkpoint.base.id import uuid6
+
+    from mcp_state_versions import history_for_run
+
+    agent = agent_on(saver, ring_size=0)
+    for text in ["find Copenhagen", "find Aarhus"]:
+        await run_turn(agent, thread_id, text)
+    unsaved = str(uuid6())
+    task = {"__pregel_checkpointer": saver, "checkpoint_ns": "tools:1"}
+    history = history_for_run({"configurable": {**task, "checkpoint_map": {"": unsaved}}})
+    assert history is not None
+    started = asyncio.get_running_loop().time()
+    snapshot = await history.tool_state_at(thread_id, 1)
+    assert snapshot.tool_state is not None and snapshot.tool_state[BBOX]["value"] == CPH
+    assert asyncio.get_running_loop().time() - started < 3

@@ -328,3 +328,55 @@ def test_a_model_node_ticks_and_closes_the_turn_itself() -> None:
     # inside a subgraph the turn is the root graph's to close
     inner = {"configurable": {"checkpoint_ns": "outer:1|agent:2"}}
     assert ticks_around(state, AIMessage("x", id="a4"), inner)["tool_state"][CLOCK_KEY]["open"]
+
+
+def test_a_tick_that_skips_turns_is_refused_and_positions_are_exact() -> None:
+    """The clock moves one turn at a time; positions compare exactly at any turn."""
+    from mcp_state_versions.clock import end_of_turn, position, turn_at
+    from mcp_state_versions.state import ToolStateError
+
+    state = merge_tool_state({}, {CLOCK_KEY: {"turn": 3, "open": True}})
+    assert merge_tool_state(state, {CLOCK_KEY: {"turn": 4, "open": True}})[CLOCK_KEY]["turn"] == 4
+    for jump in (5, 10**6, 2**62):
+        with pytest.raises(ToolStateError, match="moves one turn at a time"):
+            merge_tool_state(state, {CLOCK_KEY: {"turn": jump, "open": True}})
+    # a whole state may catch up (a persistent subgraph's input), and an earlier turn is ignored
+    later = merge_tool_state({}, {CLOCK_KEY: {"turn": 9, "open": True}})
+    assert merge_tool_state(state, later)[CLOCK_KEY]["turn"] == 9
+    assert merge_tool_state(state, {CLOCK_KEY: {"turn": 1, "open": True}})[CLOCK_KEY]["turn"] == 3
+    big = 2**62
+    ended = {"tool_state": {CLOCK_KEY: {"turn": big, "open": False}}}
+    running = {"tool_state": {CLOCK_KEY: {"turn": big + 1, "open": True}}}
+    assert position(ended) == end_of_turn(big) < position(running)
+    assert turn_at(position(ended)) == big and isinstance(position(ended), int)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_update_state_cannot_jump_the_clock_and_a_prune_keeps_the_head(
+    kind: str, tmp_path: Any
+) -> None:
+    """An operator's ``update_state`` that would move the clock to turn 10**6 is refused, and
+    however many turns a prune keeps, it never deletes the head (even of a thread whose clock
+    did jump, by a whole state)."""
+    from mcp_state_versions.checkpoint_walk import CheckpointHistory
+    from mcp_state_versions.state import ToolStateError
+
+    async with await open_backend(kind, tmp_path) as saver:
+        conv = Conversation(agent_graph(saver, 0), saver, f"jump-{uuid4().hex[:12]}")
+        for turn in range(1, 4):
+            await conv.say(f"put k=v{turn}")
+        with pytest.raises(ToolStateError, match="moves one turn at a time"):
+            await conv.graph.aupdate_state(
+                conv.config, {"tool_state": {CLOCK_KEY: {"turn": 10**6, "open": True}}}
+            )
+        assert (await CheckpointHistory(saver).turns(conv.thread_id)).total == 3
+        state = (await conv.graph.aget_state(conv.config)).values["tool_state"]
+        jumped = {**state, CLOCK_KEY: {**state[CLOCK_KEY], "turn": 2**62, "open": False}}
+        await conv.graph.aupdate_state(conv.config, {"tool_state": jumped}, as_node="tools")
+        head = (await conv.graph.aget_state(conv.config)).config["configurable"]["checkpoint_id"]
+        for keep in (3, 2, 1):
+            await prune_thread(saver, conv.thread_id, keep_turns=keep)
+            ids = await CheckpointHistory(saver).branch_checkpoint_ids(conv.thread_id)
+            assert ids and ids[0] == head
+        index = await CheckpointHistory(saver).turns(conv.thread_id)
+        assert index.total == 2**62 and index.retained[-1] == 2**62

@@ -49,7 +49,7 @@ async def test_drop_abandoned_removes_only_other_branches(thread_id: str) -> Non
     assert everything > on_branch
     result = await prune_thread(saver, thread_id, drop_abandoned=True)
     assert result.deleted == everything - on_branch
-    assert result.retained_turns == (1, 2)
+    assert result.retained_turns == range(1, 3)
     assert len(await history.checkpoint_ids(thread_id)) == on_branch
 
 
@@ -58,3 +58,44 @@ async def test_prune_thread_refuses_unclear_requests(thread_id: str) -> None:
         await prune_thread(PruningInMemorySaver(), thread_id)
     with pytest.raises(ValueError, match="keep_turns must be at least 1"):
         await prune_thread(PruningInMemorySaver(), thread_id, keep_turns=0)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_pruner_in_another_process_beside_a_writer_loses_nothing(
+    kind: str, tmp_path: Any, thread_id: str
+) -> None:
+    """A writer runs turns while another process prunes abandoned branches over and over. The
+    thread never forked, so nothing may go: every checkpoint stays, and every turn reads."""
+    import subprocess
+    import sys
+
+    from mcp_state_versions.checkpoint_walk import CheckpointHistory
+
+    from .conftest import PG_DSN
+    from .workers import place_of
+
+    where = PG_DSN if kind == "postgres" else str(tmp_path / "shared.sqlite")
+    turns = 12
+    async with await open_backend(kind, tmp_path, "shared.sqlite") as saver:
+        agent = agent_on(saver, ring_size=0)
+        await run_turn(agent, thread_id, f"find {place_of(1)}")  # the thread exists
+        command = [sys.executable, "-m", "tests.workers"]
+        writer = subprocess.Popen([*command, "write", where, thread_id, str(turns)])
+        pruner = subprocess.Popen([*command, "prune", where, thread_id, "400"])
+        assert writer.wait(timeout=300) == 0
+        pruner.kill()
+        pruner.wait()
+        history = CheckpointHistory(saver)
+        everything = await history.checkpoint_ids(thread_id)
+        assert sorted(await history.branch_checkpoint_ids(thread_id)) == sorted(everything)
+        index = await history.turns(thread_id)
+        assert index.total == turns + 1 and index.retained == range(1, turns + 2)
+        from mcp_state_versions.demo import GAZETTEER
+
+        from .helpers import BBOX
+
+        for turn in range(1, turns + 2):
+            snapshot = await history.tool_state_at(thread_id, turn)
+            assert snapshot.tool_state is not None, turn
+            expected = GAZETTEER[place_of(turn - 1 if turn > 1 else 1).lower()]["bbox"]
+            assert snapshot.tool_state[BBOX]["value"] == expected, turn

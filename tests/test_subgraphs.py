@@ -116,3 +116,49 @@ async def test_a_graph_without_any_checkpointer_says_it_keeps_no_history() -> No
     tool = make_inspect_state()
     text = await tool.coroutine(key=KEY, turn=1, runtime=runtime_for(state, "none"))  # type: ignore[misc]
     assert "keeps no turn history" in text and "second" not in text
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_a_persistent_subgraph_sharing_tool_state_reads_what_its_parent_wrote(
+    kind: str, tmp_path: Any
+) -> None:
+    """The parent writes a key after the agent (a persistent subgraph) has run in each turn.
+    The subgraph's own checkpoints never saw those writes; the parent's hold every turn, and
+    a read from inside the subgraph answers from them."""
+    from mcp_state_versions import (
+        close_turn,
+        current_turn,
+        make_merge_tool_state,
+        make_session_state,
+        open_turn,
+    )
+
+    stamped = "host/stamp/p"
+    script = [
+        AIMessage("ok"),
+        AIMessage("ok"),
+        AIMessage("", tool_calls=[call("inspect_state", "c", key=stamped, turn=1)]),
+        AIMessage("done"),
+    ]
+    inner = build_agent(ScriptedChatModel(replies=script), [put], ring_size=0)
+    inner = inner.copy(update={"checkpointer": True})
+
+    def stamp(state: Any) -> dict[str, Any]:
+        return {"tool_state": {stamped: {"value": f"p{current_turn(state)}"}}}
+
+    async with await open_backend(kind, tmp_path) as saver:
+        parent = StateGraph(make_session_state(make_merge_tool_state(ring_size=0)))
+        for name, node in [("open_turn", open_turn), ("agent", inner), ("stamp", stamp)]:
+            parent.add_node(name, node)
+        parent.add_node("close_turn", close_turn)
+        parent.add_edge(START, "open_turn")
+        parent.add_edge("open_turn", "agent")
+        parent.add_edge("agent", "stamp")
+        parent.add_edge("stamp", "close_turn")
+        parent.add_edge("close_turn", END)
+        graph = parent.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": f"shared-{uuid4().hex[:12]}"}}
+        for text in ["one", "two", "three"]:
+            state = await graph.ainvoke({"messages": [("user", text)]}, config)
+        reply = [m for m in state["messages"] if isinstance(m, ToolMessage)][-1]
+        assert str(reply.content).endswith('"p1"'), reply.content
