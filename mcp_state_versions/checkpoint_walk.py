@@ -44,7 +44,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any
 
@@ -59,8 +60,10 @@ from .backends import (
     UNREAD,
     Backend,
     LinkRow,
+    NeedsAsync,
     backend_for,
     stamp_turn,
+    unreachable,
 )
 from .clock import (
     POSITIONS_PER_TURN,
@@ -71,8 +74,16 @@ from .clock import (
     turn_at,
     turn_of_tool_state,
 )
-from .history import ThreadPresent, TurnIndex, TurnSnapshot, gallop
-from .state import StateEntry, is_entry
+from .history import (
+    DamagedState,
+    HistoryError,
+    StoreUnavailable,
+    ThreadPresent,
+    TurnIndex,
+    TurnSnapshot,
+    gallop,
+)
+from .state import StateEntry, is_entry, stored_state_problem
 from .storage import NOTHING_STORED, replay, stored_value
 
 __all__ = ["CheckpointHistory", "history_for_run"]
@@ -127,13 +138,17 @@ class _Chain:
 
     async def tool_state(self, index: int) -> Any:
         if index not in self._states:
-            value = await self._from_older(index)
-            if value is _NONE:
-                value = await self._from_seed(index)
-            if value is _NONE:
-                _, value = await self._backend.tool_state(
-                    self._thread_id, self._namespace, self.links[index][ID]
-                )
+            with reading(self._thread_id):
+                value = await self._from_older(index)
+                if value is _NONE:
+                    value = await self._from_seed(index)
+                if value is _NONE:
+                    _, value = await self._backend.tool_state(
+                        self._thread_id, self._namespace, self.links[index][ID]
+                    )
+            problem = stored_state_problem(value)
+            if problem is not None:
+                raise DamagedState(self._thread_id, None, problem)
             self.loads += 1
             self._states[index] = value
         return self._states[index]
@@ -213,7 +228,15 @@ class _Chain:
             hint = _hint(self.links[index])
             if hint is not None:
                 return hint
-        tool_state = await self.tool_state(index)
+        try:
+            tool_state = await self.tool_state(index)
+        except DamagedState:
+            # A damaged checkpoint must not make every other turn unreadable: where its run
+            # stamped it, the stamp places it, and a read that needs its value reports it.
+            hint = _hint(self.links[index]) if self.links[index][SOURCE] is not UNREAD else None
+            if hint is None:
+                raise
+            return hint
         if turn_of_tool_state(tool_state) is not None:
             found = position({"tool_state": tool_state})
         else:  # no clock in this checkpoint: count its human messages (the fallback)
@@ -304,20 +327,48 @@ class CheckpointHistory:
         self.backend: Backend = backend_for(saver, sync=sync)
         self._last_chain: tuple[str, _Chain] | None = None
 
-    async def present(self, thread_id: str) -> ThreadPresent | None:
-        """The thread's head: its ``tool_state`` and turn (``None``: no such thread).
+    async def present(self, thread_id: str, *, damage_ok: bool = False) -> ThreadPresent | None:
+        """The thread's head (or ``checkpoint_id``): its ``tool_state`` and turn (``None``: no
+        such thread, or no such checkpoint).
+
+        A head that cannot be read raises :class:`~mcp_state_versions.history.DamagedState`;
+        with ``damage_ok=True`` it is returned as a present that carries the damage instead
+        (see :attr:`~mcp_state_versions.history.ThreadPresent.damage`), so that a read of an
+        earlier turn can still be answered from history.
 
         This is what a reader outside the agent (the HTTP API, the command line) starts from,
         as the ``inspect_state`` tool starts from its runtime state.
         """
-        head = self.checkpoint_id or await self.backend.head(thread_id, self.namespace)
-        if head is None:
-            return None
-        _, tool_state = await self.backend.tool_state(thread_id, self.namespace, head)
-        values: Mapping[str, Any] = {"tool_state": tool_state}
-        if turn_of_tool_state(tool_state) is None:
-            values = await self.backend.values(thread_id, self.namespace, head) or {}
-        return ThreadPresent(tool_state=values.get("tool_state") or {}, turn=current_turn(values))
+        try:
+            return await self._present(thread_id)
+        except DamagedState as damage:
+            if not damage_ok:
+                raise
+            return await self._damaged_present(thread_id, damage)
+
+    async def _present(self, thread_id: str) -> ThreadPresent | None:
+        with reading(thread_id):
+            head = self.checkpoint_id or await self.backend.head(thread_id, self.namespace)
+            if head is None:
+                return None
+            found, tool_state = await self.backend.tool_state(thread_id, self.namespace, head)
+            if not found:
+                return None  # a checkpoint_id the thread does not have
+            values: Mapping[str, Any] = {"tool_state": tool_state}
+            if turn_of_tool_state(tool_state) is None:
+                values = await self.backend.values(thread_id, self.namespace, head) or {}
+        tool_state = values.get("tool_state") if isinstance(values, Mapping) else values
+        problem = stored_state_problem(tool_state)
+        if problem is not None:
+            raise DamagedState(thread_id, None, problem)
+        return ThreadPresent(tool_state=tool_state or {}, turn=current_turn(values))
+
+    async def _damaged_present(self, thread_id: str, damage: DamagedState) -> ThreadPresent:
+        try:
+            index = await self.turns(thread_id)
+        except DamagedState:
+            raise damage from None
+        return ThreadPresent(tool_state={}, turn=index.total, damage=damage)
 
     async def turns(self, thread_id: str) -> TurnIndex:
         chain = await self._chain(thread_id)
@@ -331,10 +382,13 @@ class CheckpointHistory:
         index = await chain.index()
         if turn < 1 or turn > index.total:
             return TurnSnapshot(turn=turn, index=index, tool_state=None)
-        found = await chain.end_of_turn_confirmed(turn)
-        if found is None:
-            return TurnSnapshot(turn=turn, index=index, tool_state=None)
-        tool_state: Mapping[str, StateEntry] = await chain.tool_state(found) or {}
+        try:
+            found = await chain.end_of_turn_confirmed(turn)
+            if found is None:
+                return TurnSnapshot(turn=turn, index=index, tool_state=None)
+            tool_state: Mapping[str, StateEntry] = await chain.tool_state(found) or {}
+        except DamagedState as damaged:
+            raise DamagedState(thread_id, turn, damaged.detail) from damaged.__cause__
         return TurnSnapshot(turn=turn, index=index, tool_state=tool_state)
 
     async def version_end(
@@ -385,7 +439,8 @@ class CheckpointHistory:
         """
         start = self.checkpoint_id
         for pause in (*_START_PAUSES, None):
-            links = await self.backend.lineage(thread_id, self.namespace)
+            with reading(thread_id):
+                links = await self.backend.lineage(thread_id, self.namespace)
             if links is None:
                 chain = await self._walk_links(thread_id, start)
             else:
@@ -473,6 +528,23 @@ def _unforked(links: Sequence[LinkRow], ids: list[str]) -> bool:
     """Whether every row's parent is the next row: then the first row is the head (a child is
     always newer than its parent) and the rows are its whole chain."""
     return list(map(itemgetter(PARENT), links[:-1])) == ids[1:]
+
+
+@contextmanager
+def reading(thread_id: str) -> Iterator[None]:
+    """Report what goes wrong reading a thread from storage as the library's own errors: a
+    store that does not answer as :class:`~mcp_state_versions.history.StoreUnavailable`, and
+    anything else that fails to decode or replay as :class:`~mcp_state_versions.history.
+    DamagedState`, naming the thread (callers that know the turn name it too)."""
+    try:
+        yield
+    except (HistoryError, NeedsAsync):
+        raise
+    except Exception as error:
+        detail = " ".join(str(error).split())[:200] or type(error).__name__
+        if unreachable(error):
+            raise StoreUnavailable(detail) from error
+        raise DamagedState(thread_id, None, f"{type(error).__name__}: {detail}") from error
 
 
 def history_for_run(

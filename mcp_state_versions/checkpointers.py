@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .retention import PruningInMemorySaver, PruningSqliteSaver
 
-__all__ = ["SPEC_HELP", "CheckpointerSpecError", "open_checkpointer"]
+__all__ = ["SPEC_HELP", "CheckpointerSpecError", "NotACheckpointDatabase", "open_checkpointer"]
 
 
 class CheckpointerSpecError(ValueError):
@@ -23,6 +23,14 @@ class CheckpointerSpecError(ValueError):
 
     The message is one line saying what is wrong with the spec and what to do about it.
     """
+
+
+class NotACheckpointDatabase(CheckpointerSpecError):
+    """The spec names a file that exists but is not a LangGraph checkpoint database."""
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_LANGGRAPH_TABLES = {"checkpoints", "writes"}
 
 
 SPEC_HELP = (
@@ -36,13 +44,15 @@ CONNECT_TIMEOUT_S = 3
 
 @asynccontextmanager
 async def open_checkpointer(
-    spec: str, *, create: bool = True
+    spec: str, *, create: bool = True, read_only: bool = False
 ) -> AsyncIterator[BaseCheckpointSaver]:
     """Open the checkpointer ``spec`` names, set up and ready, and close it on exit.
 
     * ``memory``: in this process only (gone when it exits);
     * ``sqlite:PATH``: an embedded SQLite file, created if missing unless ``create=False``
-      (an operator's read of a thread should not create an empty database by mistake);
+      (an operator's read of a thread should not create an empty database by mistake). With
+      ``read_only=True`` it is opened read-only and must already be a LangGraph checkpoint
+      database: a reader never changes the file it is pointed at (no tables, no index);
     * ``postgres:DSN``: a PostgreSQL database through a connection pool (extra ``postgres``);
       ``postgresql://...`` is accepted as is. The server is tried once with a
       ``CONNECT_TIMEOUT_S`` timeout first, so a wrong DSN fails fast, with the server's reason.
@@ -54,6 +64,9 @@ async def open_checkpointer(
         kind, target = "postgres", spec
     if kind == "memory" and not target:
         yield PruningInMemorySaver()
+    elif kind == "sqlite" and target and read_only and not _in_memory(target):
+        async with _read_only_sqlite(target) as saver:
+            yield saver
     elif kind == "sqlite" and target:
         _check_sqlite_path(target, create=create)
         async with PruningSqliteSaver.from_conn_string(target) as saver:
@@ -69,10 +82,47 @@ async def open_checkpointer(
         raise CheckpointerSpecError(f"unknown checkpointer {spec!r}; use {SPEC_HELP}")
 
 
+@asynccontextmanager
+async def _read_only_sqlite(target: str) -> AsyncIterator[BaseCheckpointSaver]:
+    import sqlite3
+    from urllib.parse import quote
+
+    import aiosqlite
+
+    _check_sqlite_path(target, create=False)
+    path = Path(target).expanduser()
+    with path.open("rb") as file:
+        if file.read(len(_SQLITE_HEADER)) != _SQLITE_HEADER:
+            raise NotACheckpointDatabase(f"{target!r} is not a SQLite database")
+    async with aiosqlite.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True) as conn:
+        try:
+            async with conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'") as rows:
+                tables = {row[0] for row in await rows.fetchall()}
+        except sqlite3.DatabaseError as error:
+            raise NotACheckpointDatabase(f"{target!r} cannot be read as SQLite: {error}") from None
+        if not tables >= _LANGGRAPH_TABLES:
+            raise NotACheckpointDatabase(
+                f"{target!r} is a SQLite database but not a LangGraph checkpoint database "
+                "(it has no checkpoints and writes tables); give the file your agent's "
+                "SqliteSaver writes to"
+            )
+        saver = PruningSqliteSaver(conn)
+        saver.is_setup = True  # the tables are there; setting up would write to the file
+        yield saver
+
+
+def _in_memory(target: str) -> bool:
+    return target == ":memory:" or target.startswith("file:")
+
+
 def _check_sqlite_path(target: str, *, create: bool) -> None:
-    if target == ":memory:" or target.startswith("file:"):
+    if _in_memory(target):
         return
     path = Path(target).expanduser()
+    if path.is_dir():
+        raise CheckpointerSpecError(
+            f"sqlite:{target} is a directory; give the path of the SQLite file inside it"
+        )
     if not path.parent.is_dir():
         raise CheckpointerSpecError(
             f"cannot open sqlite:{target}: the directory {str(path.parent)!r} does not exist"

@@ -3,14 +3,18 @@
 ::
 
     mcp-state-versions demo    [--db PATH | --checkpointer SPEC] [--model provider:name]
-    mcp-state-versions inspect --checkpointer SPEC --thread T [KEY [--turn N | --versions]] [--json]
-    mcp-state-versions turns   --checkpointer SPEC --thread T [--json]
+    mcp-state-versions inspect --checkpointer SPEC --thread T [KEY [--turn N | --versions]]
+                               [--checkpoint ID] [--json]
+    mcp-state-versions turns   --checkpointer SPEC --thread T [--checkpoint ID] [--json]
     mcp-state-versions prune   --checkpointer SPEC --thread T [--keep-turns N] [--drop-abandoned]
+    mcp-state-versions index   --checkpointer sqlite:PATH
     mcp-state-versions serve   --checkpointer SPEC [--host 127.0.0.1] [--port 8000]
 
-``SPEC`` is ``memory``, ``sqlite:PATH`` or ``postgres:DSN``. ``inspect`` answers exactly what
-``inspect_state`` and the HTTP API answer (all three call the same resolution), and its exit
-code says which answer it was, so scripts can branch on it (see :data:`EXIT_CODES`). Every
+``SPEC`` is ``memory``, ``sqlite:PATH`` or ``postgres:DSN``. Commands that only read
+(``inspect``, ``turns``, ``serve``) open a SQLite file read-only and change nothing in it.
+``inspect`` answers exactly what ``inspect_state`` and the HTTP API answer (all three call the
+same resolution), and its exit code says which answer it was, so scripts can branch on it (see
+:data:`EXIT_CODES`). Every
 failure is one line on standard error, addressed to the person at the terminal, in terms of the
 flags they typed; ids and keys are printed literally, never interpreted as markup.
 """
@@ -25,6 +29,10 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from .backends import unreachable
+from .checkpointers import NotACheckpointDatabase
+from .history import DamagedState, StoreUnavailable
+
 __all__ = ["EXIT_CODES", "main"]
 
 EXIT_CODES = {
@@ -36,6 +44,11 @@ EXIT_CODES = {
     "key_not_set_yet": 5,
     "unknown_key": 6,
     "unknown_thread": 6,
+    "unknown_checkpoint": 6,
+    "not_a_checkpoint_database": 7,
+    "damaged_state": 8,
+    "store_unavailable": 9,
+    "cannot_listen": 10,
 }
 
 _EPILOG = """\
@@ -46,8 +59,25 @@ exit codes:
   4  the turn is no longer retained, this deployment keeps no turn history, or the value was
      too large to keep (HTTP 410 turn_not_retained, no_turn_history, value_evicted)
   5  the key was not set yet at that turn (HTTP 404 key_not_set_yet)
-  6  unknown thread or key (HTTP 404 unknown_thread, unknown_key)
+  6  unknown thread, checkpoint or key (HTTP 404 unknown_thread, unknown_checkpoint,
+     unknown_key)
+  7  the file is not a LangGraph checkpoint database
+  8  the stored state is damaged where the read needed it (HTTP 500 damaged_state)
+  9  the store did not answer, or cannot be written (HTTP 503 store_unavailable)
+ 10  serve cannot listen on the host and port (in use, or not allowed)
 """
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a port is a number from 1 to 65535, not {text!r}"
+        ) from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, not {port}")
+    return port
 
 
 class UsageError(ValueError):
@@ -113,6 +143,17 @@ def _parser() -> argparse.ArgumentParser:
     turns = thread_command("turns", "how many turns a thread has had, and which are retained")
     turns.add_argument("--namespace", default="", help="a persistent subgraph's namespace")
     turns.add_argument("--json", action="store_true", help="print JSON")
+    for reader in (inspect, turns):
+        reader.add_argument(
+            "--checkpoint",
+            metavar="ID",
+            help="read the branch that ends at this checkpoint (default: the newest)",
+        )
+
+    index = command(
+        "index", "create the lineage index that makes reads of a SQLite file fast (writes it)"
+    )
+    index.add_argument("--checkpointer", metavar="SQLITE_SPEC", required=True, help="sqlite:PATH")
 
     prune = thread_command("prune", "remove old turns and/or abandoned branches of a thread")
     prune.add_argument("--keep-turns", type=int, metavar="N", help="keep the last N turns")
@@ -121,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     serve = command("serve", "serve the HTTP API (extra 'api')")
     serve.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000, help="default: 8000")
+    serve.add_argument("--port", type=_port, default=8000, help="default: 8000")
     return parser
 
 
@@ -137,12 +178,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "serve":
             return _serve(args)
+        if args.command == "index":
+            return asyncio.run(_index(args))
         return asyncio.run(_operate(args))
+    except NotACheckpointDatabase as error:
+        return _fail(error, "not_a_checkpoint_database")
     except ValueError as error:  # CheckpointerSpecError, UsageError, refused arguments
-        print(f"mcp-state-versions: {error}", file=sys.stderr)
-        return 2
+        return _fail(error, None)
+    except DamagedState as error:
+        return _fail(error, "damaged_state")
+    except StoreUnavailable as error:
+        return _fail(error, "store_unavailable")
+    except Exception as error:
+        if unreachable(error):  # a write refused (a read-only file), a server gone
+            reason = " ".join(str(error).split()) or type(error).__name__
+            return _fail(f"cannot use {args.checkpointer}: {reason}", "store_unavailable")
+        raise
     except KeyboardInterrupt:  # pragma: no cover - interactive
         return 130
+
+
+def _fail(error: object, code: str | None) -> int:
+    """One line on standard error; the exit code of ``code`` (``None``: bad usage, 2)."""
+    print(f"mcp-state-versions: {error}", file=sys.stderr)
+    return 2 if code is None else EXIT_CODES[code]
 
 
 def _check_usage(args: argparse.Namespace) -> None:
@@ -174,9 +233,16 @@ async def _operate(args: argparse.Namespace) -> int:
     from .history import retained_span, turn_span
 
     console = _console()
-    async with open_checkpointer(args.checkpointer, create=False) as saver:
-        history = CheckpointHistory(saver, namespace=getattr(args, "namespace", ""))
-        present = await history.present(args.thread)
+    writes = args.command == "prune"
+    async with open_checkpointer(args.checkpointer, create=False, read_only=not writes) as saver:
+        checkpoint = getattr(args, "checkpoint", None)
+        history = CheckpointHistory(
+            saver, namespace=getattr(args, "namespace", ""), checkpoint_id=checkpoint
+        )
+        present = await history.present(args.thread, damage_ok=True)
+        if present is None and checkpoint is not None:
+            message = f"thread {args.thread!r} has no checkpoint {checkpoint!r}"
+            return _report(console, args, "unknown_checkpoint", message, {})
         if present is None:
             return _report(console, args, "unknown_thread", f"no thread {args.thread!r} here", {})
         if args.command == "prune":
@@ -214,10 +280,16 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
     from rich.table import Table
     from rich.text import Text
 
-    from .history import Found, UnknownKey, outcome, resolve_turn
+    from .history import UnknownKey, resolve_past, resolve_turn
     from .inspect_tool import describe_answer, entry_summary, eviction_note, versioned_entries
     from .versions import version_spans
 
+    if present.damage is not None:
+        if args.key is None or args.turn is None:
+            raise present.damage
+        # The newest checkpoint cannot be read; an earlier turn may still be.
+        past = await resolve_past(args.key, args.turn, history=history, thread_id=args.thread)
+        return _answer(console, args, past, [])
     entries = versioned_entries(present.tool_state)
     if args.key is None:
         rows = [{"key": k, **entry_summary(e)} for k, e in sorted(entries.items())]
@@ -282,6 +354,14 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
         history=history,
         thread_id=args.thread,
     )
+    return _answer(console, args, answer, list(entries))
+
+
+def _answer(console: Any, args: argparse.Namespace, answer: Any, keys: list[str]) -> int:
+    """Print a turn read's answer (the value, or the outcome on one line) and exit with it."""
+    from .history import Found, outcome
+    from .inspect_tool import describe_answer
+
     if isinstance(answer, Found):
         data = {
             "key": args.key,
@@ -298,7 +378,7 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
         return 0
     result = outcome(answer)
     extra = {"key": args.key, "turn": args.turn, **result.details}
-    return _report(console, args, result.code, describe_answer(answer, keys=list(entries)), extra)
+    return _report(console, args, result.code, describe_answer(answer, keys=keys), extra)
 
 
 async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
@@ -316,6 +396,22 @@ async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _index(args: argparse.Namespace) -> int:
+    from .backends.sqlite import INDEX_NAME, sqlite_backend
+    from .checkpointers import open_checkpointer
+
+    if not args.checkpointer.startswith("sqlite:"):
+        raise UsageError("index is for SQLite files: --checkpointer sqlite:PATH")
+    async with open_checkpointer(args.checkpointer, create=False, read_only=True):
+        pass  # refuse a file that is not a checkpoint database before writing to it
+    async with open_checkpointer(args.checkpointer, create=False) as saver:
+        backend = sqlite_backend(saver, sync=False)
+        assert backend is not None
+        await backend.create_index()  # type: ignore[attr-defined]
+    print(f"{args.checkpointer}: index {INDEX_NAME} is in place")
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
@@ -328,10 +424,22 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    import socket
+
     from .checkpointers import open_checkpointer
 
+    try:  # uvicorn reports a busy port in its log and exits 3; say it in one line instead
+        with socket.create_server((args.host, args.port)):
+            pass
+    except OSError as error:
+        return _fail(
+            f"cannot listen on {args.host}:{args.port}: {error.strerror or error}; "
+            "choose another --port or stop what is using it",
+            "cannot_listen",
+        )
+
     async def run() -> None:
-        async with open_checkpointer(args.checkpointer, create=False) as saver:
+        async with open_checkpointer(args.checkpointer, create=False, read_only=True) as saver:
             server = uvicorn.Server(
                 uvicorn.Config(create_app(saver), host=args.host, port=args.port)
             )

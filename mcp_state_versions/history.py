@@ -26,13 +26,16 @@ from .versions import RingBeforeFirst, RingHit, value_at_turn, version_spans
 
 __all__ = [
     "AUTO",
+    "DamagedState",
     "Found",
+    "HistoryError",
     "HistoryOption",
     "KeyNotSetYet",
     "NeverHappened",
     "NoHistory",
     "NotRetained",
     "Outcome",
+    "StoreUnavailable",
     "ThreadHistory",
     "ThreadPresent",
     "TurnAnswer",
@@ -42,6 +45,7 @@ __all__ = [
     "ValueEvicted",
     "gallop",
     "outcome",
+    "resolve_past",
     "resolve_turn",
     "retained_span",
     "turn_span",
@@ -58,6 +62,38 @@ deployment keeps no turn history."""
 HistoryOption = Union["ThreadHistory", Literal["auto"], None]
 """What a ``history=`` argument takes: a :class:`ThreadHistory`, :data:`AUTO`, or ``None`` (the
 entries' rings only)."""
+
+
+class HistoryError(Exception):
+    """A thread's history could not be read. Its message is one line for a person; the
+    subclass says why, and so what to do next."""
+
+
+class DamagedState(HistoryError):
+    """What storage holds for a thread's checkpoint cannot be read or is not a ``tool_state``
+    this library wrote: a file edited by hand, a disk error, another program's rows.
+
+    ``turn`` is the turn being read (``None``: the thread's current state). Other turns may
+    still read: only the checkpoints an answer needs are read, and each is checked on its own.
+    """
+
+    def __init__(self, thread_id: str, turn: int | None, detail: str) -> None:
+        self.thread_id, self.turn, self.detail = thread_id, turn, detail
+        where = "its current state" if turn is None else f"turn {turn}"
+        super().__init__(
+            f"the stored state of thread {thread_id!r} is damaged at {where} and cannot be "
+            f"read ({detail})"
+        )
+
+
+class StoreUnavailable(HistoryError):
+    """The checkpoint store did not answer (a database down or unreachable, or too slow to
+    answer in time). Nothing is known to be wrong with the thread; the same read can be
+    tried again once the store answers."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(f"the checkpoint store is not answering ({detail}); try again shortly")
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,10 +289,16 @@ def turn_span(turns: range) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ThreadPresent:
-    """A thread as it stands: its ``tool_state`` and how many turns it has had."""
+    """A thread as it stands: its ``tool_state`` and how many turns it has had.
+
+    ``damage`` is set when the thread's newest checkpoint could not be read: ``tool_state`` is
+    then empty, ``turn`` comes from the history's turn index, and only :func:`resolve_past`
+    can answer (earlier turns may still read; the present cannot).
+    """
 
     tool_state: Mapping[str, StateEntry]
     turn: int
+    damage: DamagedState | None = None
 
 
 async def resolve_turn(
@@ -295,18 +337,30 @@ async def resolve_turn(
     if history is None or thread_id is None:
         return NoHistory(key=key, turn=turn, oldest_in_ring=lookup.oldest_in_ring)
     snapshot = await history.tool_state_at(thread_id, turn)
+    past = _past_entry(snapshot, key, turn, current_turn)
+    if not is_entry(past):
+        return past  # type: ignore[no-any-return]
+    since = past["since"]
+    if since == entry["since"] and past["digest"] == entry["digest"]:
+        return Found(key, turn, past["value"], since, None, source="history", current=True)
+    until = await _version_end(entry, key, since, turn, history, thread_id)
+    return Found(key, turn, past["value"], since, until, source="history")
+
+
+def _past_entry(snapshot: TurnSnapshot, key: str, turn: int, current_turn: int) -> Any:
+    """What a turn's snapshot holds for ``key``: its entry, or the answer when it holds no
+    entry to compare (not retained, not set yet, evicted then, a plain value)."""
     # A run saves checkpoints in the background, so a tool can be ahead of its thread's history
     # by the turn it is in. Those turns are held by the present, not missing from it.
     total = max(current_turn, snapshot.index.total)
     retained = snapshot.index.retained
-    gone = NotRetained(
-        key=key,
-        turn=turn,
-        total=total,
-        retained=range(retained.start if retained else snapshot.index.total + 1, total + 1),
-    )
     if turn > snapshot.index.total or snapshot.tool_state is None:
-        return gone
+        return NotRetained(
+            key=key,
+            turn=turn,
+            total=total,
+            retained=range(retained.start if retained else snapshot.index.total + 1, total + 1),
+        )
     past = snapshot.tool_state.get(key)
     if past is None:
         return KeyNotSetYet(key=key, turn=turn, first_turn=None)
@@ -314,11 +368,26 @@ async def resolve_turn(
         return Found(key, turn, past, None, None, source="history", current=False)
     if "value" not in past:
         return ValueEvicted(key=key, turn=turn)  # evicted then too: no checkpoint holds it
-    since = past["since"]
-    if since == entry["since"] and past["digest"] == entry["digest"]:
-        return Found(key, turn, past["value"], since, None, source="history", current=True)
-    until = await _version_end(entry, key, since, turn, history, thread_id)
-    return Found(key, turn, past["value"], since, until, source="history")
+    return past
+
+
+async def resolve_past(
+    key: str, turn: int, *, history: ThreadHistory, thread_id: str
+) -> TurnAnswer:
+    """What ``key`` held at the end of ``turn``, from the history alone: for a thread whose
+    present cannot be read (:attr:`ThreadPresent.damage`), so there is no entry to ask first.
+
+    The answers are those of :func:`resolve_turn`, except that a version's last turn is not
+    searched for (``until`` is ``None``) and a key the turn did not hold is "not set yet",
+    since without the present there is no telling it from a key the thread never had.
+    """
+    snapshot = await history.tool_state_at(thread_id, turn)
+    if turn < 1 or turn > snapshot.index.total:
+        return NeverHappened(key=key, turn=turn, total=snapshot.index.total)
+    past = _past_entry(snapshot, key, turn, snapshot.index.total)
+    if not is_entry(past):
+        return past  # type: ignore[no-any-return]
+    return Found(key, turn, past["value"], past["since"], None, source="history")
 
 
 async def _version_end(

@@ -32,7 +32,9 @@ from .backends import NeedsAsync, run_sync
 from .clock import current_turn, entries_of, state_field
 from .history import (
     AUTO,
+    DamagedState,
     Found,
+    HistoryError,
     HistoryOption,
     KeyNotSetYet,
     NeverHappened,
@@ -664,6 +666,24 @@ async def _inspect(
         )
     except (_BadCall, PathError) as error:
         return str(error)
+    except HistoryError as error:
+        return describe_failure(error)
+
+
+def describe_failure(error: HistoryError) -> str:
+    """What the model is told when the history could not be read: why, and what to do."""
+    if isinstance(error, DamagedState):
+        where = "its current state" if error.turn is None else f"turn {error.turn}"
+        return (
+            f"The saved history of this conversation is damaged at {where} and cannot be read "
+            f"({error.detail}). Do not guess or use another turn's value in its place; tell "
+            "the user that this part of the history cannot be read. Other turns may still read."
+        )
+    return (
+        "The conversation's history store is not answering right now, so that turn cannot be "
+        "read. Do not use the current value in its place; try the read again later, or tell "
+        "the user the earlier value is not available at the moment."
+    )
 
 
 async def _inline(function: Callable[..., str], *args: Any, **kwargs: Any) -> str:

@@ -101,6 +101,14 @@ class PruningSqliteSaver(AsyncSqliteSaver):
         )
         return found
 
+    async def setup(self) -> None:
+        """The saver's tables, and the lineage index its readers walk by (a writer makes it;
+        see :mod:`mcp_state_versions.backends.sqlite`)."""
+        if self.is_setup:
+            return
+        await super().setup()
+        await SqliteBackend(self, sync=False, native_sync=False).create_index()
+
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         _check_strategy(strategy)
         await self.setup()
@@ -127,6 +135,14 @@ async def seal(backend: Backend, thread_id: str, namespace: str, checkpoint_id: 
         await backend.write_snapshot(thread_id, namespace, checkpoint_id, value)
 
 
+POOL_TIMEOUT_S = 10.0
+"""How long a PostgreSQL query waits for a pooled connection before it fails."""
+
+RECONNECT_S = 1.0
+"""How long the pool keeps trying to replace a lost connection before leaving it to the next
+query."""
+
+
 @asynccontextmanager
 async def open_postgres_saver(dsn: str, *, max_size: int = 4) -> AsyncIterator[Any]:
     """An ``AsyncPostgresSaver`` on a connection pool to ``dsn``, set up (extra ``postgres``).
@@ -145,7 +161,23 @@ async def open_postgres_saver(dsn: str, *, max_size: int = 4) -> AsyncIterator[A
             "pip install 'mcp-state-versions[postgres]'"
         ) from error
     kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
-    async with AsyncConnectionPool(dsn, max_size=max_size, kwargs=kwargs, open=False) as pool:
+    # ``check``: a connection the server dropped (a restart, an outage) is found at checkout
+    # and replaced, rather than failing the query it was handed to. ``timeout``: a query
+    # waiting for a connection while the server is away fails in seconds, not half a minute.
+    # ``reconnect_timeout``: the pool gives up a reconnection after a moment instead of
+    # retrying with a backoff that doubles for minutes, so the next query after the server is
+    # back starts a fresh attempt and is served at once (the backoff, after a 46 s outage,
+    # kept the pool away for 9 s more).
+    pool = AsyncConnectionPool(
+        dsn,
+        max_size=max_size,
+        kwargs=kwargs,
+        open=False,
+        check=AsyncConnectionPool.check_connection,
+        timeout=POOL_TIMEOUT_S,
+        reconnect_timeout=RECONNECT_S,
+    )
+    async with pool:
         saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
         await saver.setup()
         yield saver

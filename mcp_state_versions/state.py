@@ -405,13 +405,10 @@ def _bad_counts(item: Mapping[str, Any], least: Mapping[str, int]) -> list[str]:
     ]
 
 
-def _whole_entry(key: str, raw: Mapping[str, Any], previous: Any) -> Any:
-    """An entry from a whole ``tool_state`` the reducer produced: kept if newer than ours.
-
-    Checked by hand rather than by a model: this runs for every key a subgraph hands back,
-    and the entry came from this reducer; the check is only that it has the shape every
-    reader relies on (eviction, for one, orders ring items by their ``seq``).
-    """
+def entry_problems(raw: Mapping[str, Any]) -> list[str]:
+    """The fields of an entry that do not have the shape every reader relies on (``[]``: it
+    has it): counts that are integers of their least value, a digest, a ring of items each
+    with its counts and digest."""
     problems = _bad_counts(raw, _ENTRY_COUNTS)
     if not isinstance(raw.get("digest"), str):
         problems.append("digest")
@@ -423,6 +420,52 @@ def _whole_entry(key: str, raw: Mapping[str, Any], previous: Any) -> Any:
         for item in ring
     ):
         problems.append("ring")
+    return problems
+
+
+def stored_state_problem(tool_state: Any) -> str | None:
+    """What is wrong with a ``tool_state`` read back from storage, or ``None``.
+
+    Storage is outside the library's hands: a file edited by hand, a disk error, another
+    program's rows. Readers index entries, iterate rings and compare counts, and a value of
+    the wrong type there would fail deep inside a read with an error that names nothing the
+    caller can act on. So what is read is checked once, here, in O(keys + ring items), and a
+    damaged checkpoint is reported as such (see :class:`mcp_state_versions.history.DamagedState`).
+    A plain value under a key (stored without the reducer) is not damage: readers adopt it.
+    """
+    if tool_state is None:
+        return None
+    if not isinstance(tool_state, Mapping):
+        return f"tool_state is a {type(tool_state).__name__}, not a dict of entries"
+    for key, entry in tool_state.items():
+        if not isinstance(key, str):
+            return f"a key is a {type(key).__name__}, not text"
+        if key == CLOCK_KEY:
+            if not isinstance(entry, Mapping) or not (
+                entry.get("turn") is None or type(entry.get("turn")) is int
+            ):
+                return f"the turn clock record is not valid: {_clipped(entry)}"
+            continue
+        if isinstance(entry, Mapping) and ("versions" in entry or "since" in entry):
+            problems = entry_problems(entry)
+            if problems:
+                return f"the entry of {key!r} has bad or missing {', '.join(problems)}"
+    return None
+
+
+def _clipped(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _whole_entry(key: str, raw: Mapping[str, Any], previous: Any) -> Any:
+    """An entry from a whole ``tool_state`` the reducer produced: kept if newer than ours.
+
+    Checked by hand rather than by a model: this runs for every key a subgraph hands back,
+    and the entry came from this reducer; the check is only that it has the shape every
+    reader relies on (eviction, for one, orders ring items by their ``seq``).
+    """
+    problems = entry_problems(raw)
     if problems:
         raise ToolStateError(
             f"tool_state entry for {key!r} is not one this reducer produced (bad or missing: "

@@ -257,7 +257,7 @@ def test_unknown_threads_exit_6_everywhere_and_ids_print_literally(
 def test_help_and_version() -> None:
     done = _cli("--help")
     assert done.returncode == 0
-    assert "exit codes:" in done.stdout and "6  unknown thread or key" in done.stdout
+    assert "exit codes:" in done.stdout and "6  unknown thread, checkpoint or key" in done.stdout
     done = _cli("inspect", "--help")
     assert "'sqlite:PATH'" in done.stdout and "exit codes:" in done.stdout
     done = _cli("--version")

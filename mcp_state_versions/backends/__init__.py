@@ -59,6 +59,7 @@ __all__ = [
     "in_applied_order",
     "run_sync",
     "stamp_turn",
+    "unreachable",
 ]
 
 T = TypeVar("T")
@@ -311,6 +312,35 @@ def in_applied_order(rows: Sequence[Sequence[Any]], chain: Sequence[str]) -> lis
 
     order = {checkpoint_id: position for position, checkpoint_id in enumerate(chain)}
     return sorted(rows, key=lambda r: (-order[r[0]], writes_sort_key(r[1] or "", r[2], r[3])))
+
+
+_UNREACHABLE = {
+    ("psycopg", "OperationalError"),
+    ("psycopg", "InterfaceError"),
+    ("psycopg_pool", "PoolTimeout"),
+    ("psycopg_pool", "PoolClosed"),
+}
+"""Errors that say a PostgreSQL server did not answer (named, not imported: the extra may be
+absent)."""
+
+_SQLITE_BUSY = ("locked", "busy", "unable to open", "disk i/o", "readonly", "read-only")
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether ``error`` says the store did not answer or cannot be written (try again later,
+    or fix access), as opposed to saying what it holds is wrong.
+
+    A PostgreSQL connection or pool failure, an OS-level error, a timeout, or SQLite saying the
+    file is locked, cannot be opened, or is read-only.
+    """
+    if isinstance(error, (OSError, TimeoutError)):
+        return True
+    for cls in type(error).__mro__:
+        if (cls.__module__.split(".")[0], cls.__name__) in _UNREACHABLE:
+            return True
+    if type(error).__module__ == "sqlite3" and type(error).__name__ == "OperationalError":
+        return any(word in str(error).lower() for word in _SQLITE_BUSY)
+    return False
 
 
 def backend_for(

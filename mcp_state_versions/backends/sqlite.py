@@ -4,12 +4,12 @@ SQLite stores each checkpoint whole in one row: the serialized checkpoint (every
 the message list included) followed by ``metadata``. Two consequences decide how this reads:
 
 * **Lineage from an index.** Reading ``metadata`` of every row means reading every row's
-  overflow pages, most of a long thread's file. The library therefore creates one covering
-  expression index, ``mcp_state_versions_lineage``, over ids, parents and the two metadata
-  fields the walk reads (the turn stamp and ``source``); the lineage of a thread is then a scan
-  of that index, O(chain) instead of O(file bytes). The saver's own tables are not changed, and
-  other readers are not affected; where the index cannot be created (a read-only file), ids
-  and parents are scanned and stamps read per visited link instead.
+  overflow pages, most of a long thread's file. A writer therefore creates one covering
+  expression index (:data:`INDEX_NAME`) over ids, parents and the metadata fields the walk
+  reads (the turn stamp, ``source``, the delta counters); the lineage of a thread is then a
+  scan of that index, O(chain) instead of O(file bytes). The saver's own tables are not
+  changed, and other readers are not affected. A reader never creates it; on a file without
+  it, ids and parents are scanned and stamps read per visited link instead.
 * **A channel without the messages.** ``tool_state`` is read from the row with a msgpack decoder
   whose extension hook skips every object it would have to construct (LangChain messages are
   extension objects; ``tool_state`` is plain data and has none, except the snapshot wrapper of
@@ -90,6 +90,8 @@ def _lineage_sql() -> str:
     )
 
 
+_INDEX_EXISTS_SQL = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?"
+
 _IDS_SQL = (
     "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ? ORDER BY checkpoint_id DESC"
@@ -151,18 +153,24 @@ class SqliteBackend(SqlBackend):
             await self.saver.conn.commit()
 
     async def _indexed(self) -> bool:
-        """Create the lineage index once per saver; ``False`` where it cannot be created."""
-        state = getattr(self.saver, "_mcp_state_versions_index", None)
-        if state is None:
-            import sqlite3
+        """Whether the file has the lineage index (remembered once it has).
 
-            try:
-                await self._write([(sql, ()) for sql in _index_sql()])
-                state = True
-            except sqlite3.Error:
-                state = False
-            self.saver._mcp_state_versions_index = state  # type: ignore[attr-defined]
-        return bool(state)
+        A read never creates it: a reader may be pointed at a file it must not change (a
+        copy, a read-only mount, another program's database). A writer creates it
+        (:meth:`create_index`, which :class:`~mcp_state_versions.retention.
+        PruningSqliteSaver` runs in its ``setup``), and so does ``mcp-state-versions index``.
+        """
+        if getattr(self.saver, "_mcp_state_versions_index", False):
+            return True
+        rows = await self._rows(_INDEX_EXISTS_SQL, (INDEX_NAME,))
+        if rows:
+            self.saver._mcp_state_versions_index = True  # type: ignore[attr-defined]
+        return bool(rows)
+
+    async def create_index(self) -> None:
+        """Create the lineage index (and drop the ones earlier releases made)."""
+        await self._write([(sql, ()) for sql in _index_sql()])
+        self.saver._mcp_state_versions_index = True  # type: ignore[attr-defined]
 
     async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
         if await self._indexed():

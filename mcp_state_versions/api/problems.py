@@ -1,0 +1,152 @@
+"""Errors over HTTP: every failure is Problem Details (RFC 9457) with a stable ``code``.
+
+A client branches on ``code`` (``turn_not_retained``, ``damaged_state`` ...) and shows
+``detail`` to a person; ``status`` repeats the HTTP status, ``title`` names the kind of
+failure, and ``type`` is a stable URI per code. The outcomes of a turn read keep the extra
+members they always carried (``total``, ``retained``, ``first_turn``).
+
+Two failures come from storage rather than from the request. A damaged checkpoint is 500
+``damaged_state``, naming the thread and the turn (other turns still read). A store that does
+not answer is 503 ``store_unavailable`` with ``Retry-After``, given within the request
+deadline rather than after however long a pool or a lock would have kept the request waiting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..history import DamagedState, StoreUnavailable
+
+__all__ = ["PROBLEM_TYPE", "Problem", "ProblemError", "RetainedTurns", "install", "respond"]
+
+PROBLEM_TYPE = "https://mcp-state-versions.dev/problems/"
+"""The prefix of every problem's ``type``: ``<prefix><code>``."""
+
+MEDIA_TYPE = "application/problem+json"
+
+RETRY_AFTER_S = 5
+"""What ``Retry-After`` tells a client to wait while the store does not answer."""
+
+
+class RetainedTurns(BaseModel):
+    """The retained turns, ``first`` to ``last``: a prune keeps the latest, so they are a span."""
+
+    first: int
+    last: int
+
+
+class Problem(BaseModel):
+    """An error response (RFC 9457 Problem Details, with the library's ``code``)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    thread_id: str | None = None
+    turn: int | None = None
+    total: int | None = None
+    retained: RetainedTurns | None = None
+    first_turn: int | None = None
+
+
+_TITLES = {
+    400: "Bad request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not found",
+    405: "Method not allowed",
+    410: "Gone",
+    422: "Unprocessable request",
+    500: "Stored state is damaged",
+    503: "Store unavailable",
+}
+
+
+class ProblemError(Exception):
+    """Raised by a route or dependency: answered as the problem it describes."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        *,
+        headers: dict[str, str] | None = None,
+        **members: Any,
+    ) -> None:
+        super().__init__(detail)
+        self.status, self.code, self.detail = status, code, detail
+        self.headers = headers
+        self.members = {name: value for name, value in members.items() if value is not None}
+
+
+def respond(error: ProblemError) -> JSONResponse:
+    body = Problem(
+        type=PROBLEM_TYPE + error.code,
+        title=_TITLES.get(error.status, "Error"),
+        status=error.status,
+        detail=error.detail,
+        code=error.code,
+        **error.members,
+    )
+    return JSONResponse(
+        body.model_dump(exclude_none=True),
+        status_code=error.status,
+        headers=error.headers,
+        media_type=MEDIA_TYPE,
+    )
+
+
+def unavailable(detail: str) -> ProblemError:
+    return ProblemError(
+        503,
+        "store_unavailable",
+        f"{detail}; the request was not served, try again in {RETRY_AFTER_S} s",
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error of ``app`` as a problem."""
+
+    async def problem(_: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, ProblemError)
+        return respond(error)
+
+    async def damaged(_: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, DamagedState)
+        return respond(
+            ProblemError(
+                500, "damaged_state", str(error), thread_id=error.thread_id, turn=error.turn
+            )
+        )
+
+    async def store(_: Request, error: Exception) -> JSONResponse:
+        return respond(unavailable(str(error)))
+
+    async def invalid(_: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestValidationError)
+        first = error.errors()[0] if error.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+        message = f"{where}: {first.get('msg', 'invalid')}" if where else "invalid request"
+        return respond(ProblemError(422, "invalid_request", message))
+
+    async def http(_: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+        return respond(
+            ProblemError(error.status_code, code, str(error.detail), headers=error.headers)
+        )
+
+    app.add_exception_handler(ProblemError, problem)
+    app.add_exception_handler(DamagedState, damaged)
+    app.add_exception_handler(StoreUnavailable, store)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(StarletteHTTPException, http)

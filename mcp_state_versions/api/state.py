@@ -1,0 +1,143 @@
+"""Routes of a thread's state: its keys, a key's value now or as of a turn, its versions."""
+
+# No ``from __future__ import annotations``: FastAPI reads route annotations at runtime.
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from ..history import (
+    Found,
+    ThreadPresent,
+    TurnAnswer,
+    UnknownKey,
+    outcome,
+    resolve_past,
+    resolve_turn,
+)
+from ..inspect_tool import describe_answer, entry_summary, eviction_note
+from ..versions import version_spans
+from .access import PROBLEMS, History, Thread
+from .models import KeySummary, KeyValue, KeyVersions, StateListing, VersionItem
+from .problems import Problem, ProblemError
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/threads/{thread_id}/state", tags=["state"])
+
+Turn = Annotated[int | None, Query(ge=1, le=2**62, description="End of this turn")]
+
+
+def _entry_of(present: ThreadPresent, key: str) -> Any:
+    if present.damage is not None:
+        raise present.damage
+    entry = present.tool_state.get(key)
+    if entry is None:
+        message = describe_answer(UnknownKey(key), keys=list(present.tool_state))
+        raise ProblemError(404, "unknown_key", message)
+    return entry
+
+
+@router.get("", responses=PROBLEMS, summary="List keys")
+async def list_state(thread_id: str, present: Thread) -> StateListing:
+    if present.damage is not None:
+        raise present.damage
+    keys = [
+        KeySummary(key=key, **entry_summary(entry))
+        for key, entry in sorted(present.tool_state.items())
+    ]
+    return StateListing(thread_id=thread_id, turn=present.turn, keys=keys)
+
+
+@router.get(
+    "/{key:path}/versions", responses=PROBLEMS, summary="Every version of a key the entry keeps"
+)
+async def key_versions(
+    thread_id: str, key: str, present: Thread, history: History, turn: Turn = None
+) -> KeyVersions | KeyValue:
+    if present.damage is not None and turn is not None:
+        return await read_key(thread_id, f"{key}/versions", present, history, turn)
+    if f"{key}/versions" in present.tool_state and key not in present.tool_state:
+        # A key whose last part is "versions" (a field named so): read it, as of the turn.
+        return await read_key(thread_id, f"{key}/versions", present, history, turn)
+    if turn is not None:
+        raise ProblemError(
+            422,
+            "turn_not_applicable",
+            "/versions lists every version the entry keeps; read one turn at "
+            f"/threads/{thread_id}/state/{key}?turn={turn}",
+        )
+    entry = _entry_of(present, key)
+    spans = version_spans(entry)
+    items = [
+        VersionItem(since=s.since, until=s.until, current=s.current, kept=s.kept, value=s.value)
+        for s in spans
+    ]
+    return KeyVersions(
+        thread_id=thread_id,
+        key=key,
+        versions=entry["versions"],
+        older_not_kept=entry["versions"] - len(spans),
+        items=items,
+    )
+
+
+@router.get(
+    "/{key:path}",
+    responses={**PROBLEMS, 410: {"model": Problem, "description": "Turn no longer retained"}},
+    summary="A key's value, now or at the end of a turn",
+)
+async def read_key(
+    thread_id: str, key: str, present: Thread, history: History, turn: Turn = None
+) -> KeyValue:
+    if present.damage is not None and turn is not None:
+        # The newest checkpoint cannot be read; an earlier turn may still be.
+        past = await resolve_past(key, turn, history=history, thread_id=thread_id)
+        return _answered(thread_id, key, turn, past, present, versions=None)
+    entry = _entry_of(present, key)
+    if turn is None:
+        if "value" not in entry:
+            raise ProblemError(410, "value_evicted", eviction_note(key, entry, flag="?turn="))
+        return KeyValue(
+            thread_id=thread_id,
+            key=key,
+            turn=None,
+            value=entry["value"],
+            since=entry["since"],
+            until=None,
+            source="current",
+            versions=entry["versions"],
+        )
+    answer: TurnAnswer = await resolve_turn(
+        present.tool_state,
+        key,
+        turn,
+        current_turn=present.turn,
+        history=history,
+        thread_id=thread_id,
+    )
+    return _answered(thread_id, key, turn, answer, present, versions=entry["versions"])
+
+
+def _answered(
+    thread_id: str,
+    key: str,
+    turn: int,
+    answer: TurnAnswer,
+    present: ThreadPresent,
+    *,
+    versions: int | None,
+) -> KeyValue:
+    if isinstance(answer, Found):
+        return KeyValue(
+            thread_id=thread_id,
+            key=key,
+            turn=turn,
+            value=answer.value,
+            since=answer.since,
+            until=answer.until,
+            source=answer.source,
+            versions=versions,
+        )
+    result = outcome(answer)
+    message = describe_answer(answer, keys=list(present.tool_state))
+    raise ProblemError(result.status, result.code, message, **result.details)

@@ -1,0 +1,151 @@
+"""Damaged stored state: the reader is told which thread and turn, in its own terms, and the
+turns the damage does not reach still read.
+
+The damage is what was found in deployments: an entry whose fields have the wrong types, a
+ring that is not a list, and random bytes where a checkpoint's ``tool_state`` is stored. Each
+is written into a real saver's storage (memory, SQLite, PostgreSQL), then read by the model's
+tool, over HTTP, and from the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+from uuid import uuid4
+
+import httpx
+import pytest
+
+from mcp_state_versions.agent import run_turn
+from mcp_state_versions.api import create_app
+from mcp_state_versions.backends import TOOL_STATE, backend_for
+from mcp_state_versions.checkpoint_walk import CheckpointHistory
+from mcp_state_versions.demo import GAZETTEER
+from mcp_state_versions.inspect_tool import make_inspect_state
+
+from .conftest import BACKENDS, PG_DSN, open_backend, runtime_for
+from .helpers import BBOX, agent_on
+
+CPH = GAZETTEER["copenhagen"]["bbox"]
+DAMAGE = ["wrong_types", "ring", "bytes"]
+
+
+async def _end_of(saver: Any, thread_id: str, turn: int) -> str:
+    history = CheckpointHistory(saver)
+    chain = await history._chain(thread_id)
+    found = await chain.end_of_turn_confirmed(turn)
+    assert found is not None
+    return str(chain.links[found][0])
+
+
+async def damage(saver: Any, kind: str, thread_id: str, checkpoint_id: str, how: str) -> None:
+    """Damage what ``checkpoint_id`` stores for ``tool_state``, the way ``how`` names."""
+    backend = backend_for(saver)
+    _, value = await backend.tool_state(thread_id, "", checkpoint_id)
+    value = json.loads(json.dumps(value))
+    if how == "wrong_types":
+        value[BBOX]["versions"] = "many"
+    elif how == "ring":
+        value[BBOX]["ring"] = "x"
+    await backend.write_snapshot(thread_id, "", checkpoint_id, value)
+    if how != "bytes":
+        return
+    garbage = os.urandom(48)
+    if kind == "memory":
+        found = next(key for key in saver.blobs if key[0] == thread_id and key[2] == TOOL_STATE)
+        version = backend._version(thread_id, "", checkpoint_id)[1]  # type: ignore[attr-defined]
+        saver.blobs[(thread_id, "", TOOL_STATE, version)] = ("msgpack", garbage)
+        assert found
+    elif kind == "sqlite":
+        async with saver.lock:
+            await saver.conn.execute(
+                "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?",
+                (garbage, thread_id, checkpoint_id),
+            )
+            await saver.conn.commit()
+    else:
+        async with saver._cursor() as cursor:
+            await cursor.execute(
+                "UPDATE checkpoint_blobs b SET blob = %s FROM checkpoints c "
+                "WHERE c.thread_id = %s AND c.checkpoint_id = %s AND b.thread_id = c.thread_id "
+                "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = %s "
+                "AND b.version = c.checkpoint -> 'channel_versions' ->> %s",
+                (garbage, thread_id, checkpoint_id, TOOL_STATE, TOOL_STATE),
+            )
+
+
+async def _thread(saver: Any) -> tuple[Any, str]:
+    agent = agent_on(saver, ring_size=0)
+    thread_id = f"damaged-{uuid4().hex[:12]}"
+    for text in ["find Copenhagen", "find Aarhus", "find Oslo"]:
+        await run_turn(agent, thread_id, text)
+    return agent, thread_id
+
+
+@pytest.mark.parametrize("how", DAMAGE)
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_a_damaged_turn_is_named_and_the_turns_before_it_still_read(
+    kind: str, how: str, tmp_path: Any
+) -> None:
+    async with await open_backend(kind, tmp_path) as saver:
+        agent, thread_id = await _thread(saver)
+        state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+        await damage(saver, kind, thread_id, await _end_of(saver, thread_id, 2), how)
+
+        tool = make_inspect_state(history=CheckpointHistory(saver))
+        runtime = runtime_for(state, thread_id)
+        text = await tool.ainvoke({"key": BBOX, "turn": 2, "runtime": runtime})
+        assert "damaged at turn 2" in text and "Do not guess" in text, text
+        text = await tool.ainvoke({"key": BBOX, "turn": 1, "runtime": runtime})
+        assert text.endswith(json.dumps(CPH)), text
+
+        transport = httpx.ASGITransport(app=create_app(saver))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            url = f"/threads/{thread_id}/state/{BBOX}"
+            damaged = await http.get(url, params={"turn": 2})
+            assert damaged.status_code == 500
+            assert damaged.headers["content-type"] == "application/problem+json"
+            body = damaged.json()
+            assert body["code"] == "damaged_state" and body["status"] == 500
+            assert body["thread_id"] == thread_id and body["turn"] == 2
+            assert thread_id in body["detail"] and "turn 2" in body["detail"]
+            earlier = await http.get(url, params={"turn": 1})
+            assert earlier.status_code == 200 and earlier.json()["value"] == CPH
+
+
+@pytest.mark.parametrize("how", DAMAGE)
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_damaged_head_is_one_line_from_the_cli_and_earlier_turns_still_read(
+    kind: str, how: str, tmp_path: Any
+) -> None:
+    async with await open_backend(kind, tmp_path) as saver:
+        _, thread_id = await _thread(saver)
+        head = await backend_for(saver).head(thread_id, "")
+        assert head is not None
+        await damage(saver, kind, thread_id, head, how)
+        spec = PG_DSN if kind == "postgres" else f"sqlite:{tmp_path / 't.sqlite'}"
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            command = [sys.executable, "-m", "mcp_state_versions.cli", *args]
+            return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+        base = ["inspect", "--checkpointer", spec, "--thread", thread_id]
+        done = cli(*base, BBOX)
+        assert done.returncode == 8, done.stderr
+        assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert thread_id in done.stderr and "damaged" in done.stderr
+        assert "Traceback" not in done.stderr
+        done = cli(*base, BBOX, "--turn", "1", "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["value"] == CPH
+
+        transport = httpx.ASGITransport(app=create_app(saver))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            now = await http.get(f"/threads/{thread_id}/state")
+            assert now.status_code == 500 and now.json()["code"] == "damaged_state"
+            assert "current state" in now.json()["detail"]
+            earlier = await http.get(f"/threads/{thread_id}/state/{BBOX}", params={"turn": 1})
+            assert earlier.status_code == 200 and earlier.json()["value"] == CPH
