@@ -93,9 +93,11 @@ class PruningSqliteSaver(AsyncSqliteSaver):
         checkpoint_id = configurable.get("checkpoint_id")
         if TOOL_STATE not in channels or not checkpoint_id:
             return await super().aget_delta_channel_history(config=config, channels=channels)
+        backend = SqliteBackend(self, sync=False, native_sync=False)
+        if not await backend._indexed():  # a file opened read-only, which no writer indexed
+            return await super().aget_delta_channel_history(config=config, channels=channels)
         rest = [channel for channel in channels if channel != TOOL_STATE]
         found = dict(await super().aget_delta_channel_history(config=config, channels=rest))
-        backend = SqliteBackend(self, sync=False, native_sync=False)
         found[TOOL_STATE] = await backend.delta_history(
             str(configurable["thread_id"]), configurable.get("checkpoint_ns", ""), checkpoint_id
         )

@@ -262,3 +262,110 @@ def test_help_and_version() -> None:
     assert "'sqlite:PATH'" in done.stdout and "exit codes:" in done.stdout
     done = _cli("--version")
     assert done.returncode == 0 and done.stdout.startswith("mcp-state-versions 0.")
+
+
+def _digest(path: Path) -> tuple[bytes, bytes]:
+    """A SQLite database's content, byte for byte: the file and what its WAL holds. (A reader
+    of a WAL database may create the empty ``-wal`` and ``-shm`` files SQLite reads through.)"""
+    wal = path.with_name(path.name + "-wal")
+    return path.read_bytes(), wal.read_bytes() if wal.exists() else b""
+
+
+def test_readers_change_nothing_in_the_file_they_read(
+    demo_file: tuple[str, str, str], tmp_path: Path
+) -> None:
+    """``inspect`` and ``turns`` open SQLite read-only: a file written by the stock saver
+    (no lineage index) is left byte for byte as it was, and a file that is not a checkpoint
+    database is told so in one line, without LangGraph's tables created in it."""
+    import asyncio
+    import shutil
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from mcp_state_versions.agent import run_turn
+
+    from .helpers import agent_on
+
+    stock = tmp_path / "stock.sqlite"
+
+    async def write() -> None:
+        async with AsyncSqliteSaver.from_conn_string(str(stock)) as saver:
+            for text in ["find Copenhagen", "find Aarhus"]:
+                await run_turn(agent_on(saver, ring_size=0), "stock-thread", text)
+
+    asyncio.run(write())
+    before = _digest(stock)
+    for command in (["turns"], ["inspect"], ["inspect", BBOX, "--turn", "1"]):
+        done = _cli(command[0], "--checkpointer", f"sqlite:{stock}", "--thread", "stock-thread",
+                    *command[1:])  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    assert _digest(stock) == before
+    with sqlite3.connect(stock) as db:
+        indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    assert not any(name.startswith("mcp_state_versions") for name in indexes)
+
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE notes (body TEXT)")
+    before = _digest(other)
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database\n")
+    for path, fragment in [(other, "not a LangGraph checkpoint database"),
+                           (text, "is not a SQLite database")]:  # fmt: skip
+        for command in ("turns", "inspect"):
+            done = _cli(command, "--checkpointer", f"sqlite:{path}", "--thread", "t")
+            _one_line(done, 7, fragment)
+    assert _digest(other) == before
+
+    _one_line(
+        _cli("turns", "--checkpointer", f"sqlite:{tmp_path}", "--thread", "t"), 2, "directory"
+    )
+    copy = tmp_path / "copy.sqlite"
+    shutil.copy(stock, copy)
+    done = _cli("index", "--checkpointer", f"sqlite:{copy}")
+    assert done.returncode == 0 and "mcp_state_versions_lineage" in done.stdout, done.stderr
+    with sqlite3.connect(copy) as db:
+        indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+    assert "mcp_state_versions_lineage_v2" in indexes
+
+
+def test_prune_on_a_file_it_cannot_write_is_one_line(demo_file: tuple[str, str, str]) -> None:
+    """Without write access to the file: read-only by its mode, or, for root (who writes
+    through any mode), immutable (``chattr +i``)."""
+    import os
+    import shutil
+    import tempfile
+
+    spec, thread, _ = demo_file
+    folder = Path(tempfile.mkdtemp(prefix="read-only-"))
+    copy = folder / "demo.sqlite"
+    shutil.copy(spec.removeprefix("sqlite:"), copy)
+    as_root = os.geteuid() == 0
+    if as_root:
+        subprocess.run(["chattr", "+i", str(copy)], check=True)
+    else:
+        copy.chmod(0o444)
+    try:
+        done = _cli(
+            "prune", "--checkpointer", f"sqlite:{copy}", "--thread", thread, "--keep-turns", "1"
+        )
+        _one_line(done, 9, f"cannot use sqlite:{copy}")
+    finally:
+        if as_root:
+            subprocess.run(["chattr", "-i", str(copy)], check=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_serve_refuses_ports_it_cannot_use_in_one_line(demo_file: tuple[str, str, str]) -> None:
+    import socket
+
+    spec, _, _ = demo_file
+    for port in ("-1", "70000", "http"):
+        done = _cli("serve", "--checkpointer", spec, "--port", port)
+        assert done.returncode == 2 and "a port is a number from 1 to 65535" in done.stderr
+        assert "Traceback" not in done.stderr
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = str(busy.getsockname()[1])
+        done = _cli("serve", "--checkpointer", spec, "--port", port)
+    _one_line(done, 10, f"cannot listen on 127.0.0.1:{port}")
