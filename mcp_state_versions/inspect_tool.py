@@ -47,7 +47,7 @@ from .history import (
     resolve_turn,
     turn_span,
 )
-from .render import PathError, compile_pattern, grep, resolve_path, shape, show
+from .render import PathError, PatternError, compile_pattern, grep, resolve_path, shape, show
 from .state import StateEntry, is_entry
 from .versions import version_spans
 
@@ -137,11 +137,22 @@ def _short_repr(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
+MAX_ARGUMENT_CHARS = 2000
+"""The longest ``pattern=`` or ``path=`` the tool takes. A pattern names what to find; one of
+hundreds of kilobytes is a value pasted by mistake, and past about 700 KB RE2 cannot even
+compile it."""
+
+
 def _parse_text(name: str, text: Any) -> str | None:
     if text is None or text == "":
         return None
     if not isinstance(text, str):
         raise _BadCall(f"{name} must be text, got {_short_repr(text)}.")
+    if len(text) > MAX_ARGUMENT_CHARS:
+        raise _BadCall(
+            f"{name} is {len(text):,} characters long; keep it under {MAX_ARGUMENT_CHARS:,}. "
+            f"It names what to find ({name}={_short_repr(text, 40)}), not the text itself."
+        )
     return text
 
 
@@ -270,7 +281,7 @@ def _grouped(entries: Mapping[str, Any], pattern: str | None) -> str:
         lines.append(f"{group}*: {len(members)} keys{note}")
     if len(groups) > LISTING_LINES:
         lines.append(f"+ {len(groups) - LISTING_LINES} more groups")
-    narrowed = f" matching {pattern!r}" if pattern else ""
+    narrowed = f" matching {_short_repr(pattern)}" if pattern else ""
     example = next(iter(groups))
     return (
         f"{len(entries)} keys{narrowed}, too many to list one by one; by group:\n"
@@ -287,8 +298,8 @@ def _narrow(value: Any, *, path: str | None, pattern: str | None) -> str:
     lines, literal = grep(value, pattern)
     note = " (not a valid regular expression, so it was matched as plain text)" if literal else ""
     if not lines:
-        return f"No line matches {pattern!r}{note}."
-    prefix = f"Pattern {pattern!r} was matched as plain text: it is not a valid regex.\n"
+        return f"No line matches {_short_repr(pattern)}{note}."
+    prefix = f"Pattern {_short_repr(pattern)} was matched as plain text: it is not a valid regex.\n"
     return (prefix if literal else "") + "\n".join(lines)
 
 
@@ -315,6 +326,8 @@ def evicted_turn_readable(entry: Mapping[str, Any]) -> int | None:
 def eviction_summary(entry: Mapping[str, Any]) -> str:
     """A listing's note for an entry whose current value the size budget evicted."""
     readable = evicted_turn_readable(entry)
+    if readable is None and entry.get("displaced"):
+        return "evicted to make room for later writes in the turn it was written; not stored"
     if readable is None:
         return "too large to keep: its value was never stored"
     return f"value evicted for size; read it with turn={readable}"
@@ -327,6 +340,13 @@ def eviction_note(key: str, entry: Mapping[str, Any], *, flag: str = "turn=") ->
     command line, ``?turn=`` over HTTP).
     """
     readable = evicted_turn_readable(entry)
+    if readable is None and entry.get("displaced"):
+        return (
+            f"{key}'s value was evicted from session state in turn {entry['evicted']}, the turn "
+            "it was written, to make room for values written after it within the size budget. "
+            "No turn ended holding it, so it was never stored and no read can return it. Run "
+            "the tool that produced it again if you need it."
+        )
     if readable is None:
         return (
             f"{key}'s value was too large to keep within session state's size budget, and no "
@@ -372,7 +392,7 @@ def read_state_key(
         if key not in tool_state:
             return _unknown_key(key, list(tool_state))
         return _current(key, tool_state[key], path=path, pattern=pattern, now=current_turn(state))
-    except (_BadCall, PathError) as error:
+    except (_BadCall, PathError, PatternError) as error:
         return str(error)
 
 
@@ -460,17 +480,33 @@ def describe_answer(
 
 
 def _versions(
-    key: str, entry: Mapping[str, Any], *, path: str | None, pattern: str | None, now: int
+    key: str,
+    entry: Mapping[str, Any],
+    *,
+    path: str | None,
+    pattern: str | None,
+    now: int,
+    retained: range | None = None,
 ) -> str:
+    """Every version the entry knows of. ``retained`` (the turns history still holds, when
+    known) decides which ``turn=N`` reads can still work: a version whose turns were all
+    pruned is said to be gone rather than pointed at."""
     spans = version_spans(entry)  # type: ignore[arg-type]
     total = entry["versions"]
     older = total - len(spans)
+    first = retained.start if retained is not None else 1
     lines = [f"{key} has held {total} value{'s' if total != 1 else ''}, oldest first:"]
     if older > 0:
-        lines.append(
-            f"- {older} older version{'s' if older != 1 else ''} before turn {spans[0].since}, "
-            "not kept with the key: read one with turn=N."
-        )
+        before = spans[0].since
+        what = f"- {older} older version{'s' if older != 1 else ''} before turn {before}, "
+        if before - 1 < first:
+            lines.append(
+                what + f"not kept with the key, and turns before {first} are no longer "
+                "retained: they cannot be read."
+            )
+        else:
+            turns = turn_span(range(first, before))
+            lines.append(what + f"not kept with the key: read one with turn=N ({turns}).")
     for span in spans:
         label = f"{_span(span.since, span.until, now)}{' (current)' if span.current else ''}"
         if span.writes > 1:
@@ -482,7 +518,12 @@ def _versions(
                 body = f"({error})"
             lines.append(f"- {label}: {body}")
         else:
-            lines.append(f"- {label}: (not kept with the key; read it with turn={span.since})")
+            last = span.until if span.until is not None else now
+            if last < first:
+                lines.append(f"- {label}: (not kept with the key, and those turns were pruned)")
+            else:
+                turn = max(span.since, first)
+                lines.append(f"- {label}: (not kept with the key; read it with turn={turn})")
     return "\n".join(lines)
 
 
@@ -644,6 +685,10 @@ async def _inspect(
                 "versions=."
             )
         if all_versions and turn_ is None:
+            thread_id = _thread_id(runtime)
+            retained = None
+            if history is not None and thread_id is not None:
+                retained = (await history.turns(thread_id)).retained
             return await run(
                 _versions,
                 key_,
@@ -651,6 +696,7 @@ async def _inspect(
                 path=path_,
                 pattern=pattern_,
                 now=current_turn(runtime.state),
+                retained=retained,
             )
         assert turn_ is not None
         answer = await resolve_turn(
@@ -664,7 +710,7 @@ async def _inspect(
         return await run(
             describe_answer, answer, keys=list(tool_state), path=path_, pattern=pattern_
         )
-    except (_BadCall, PathError) as error:
+    except (_BadCall, PathError, PatternError) as error:
         return str(error)
     except HistoryError as error:
         return describe_failure(error)

@@ -184,6 +184,16 @@ def breadcrumb(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) ->
     return publication(writes, runtime).text
 
 
+def _calls(ids: Sequence[Any]) -> str:
+    """``call c2`` or ``calls c2 and c3`` (or ``c2, c3, ... + N more``)."""
+    names = [str(call) for call in ids]
+    if len(names) == 1:
+        return f"call {names[0]}"
+    if len(names) <= BREADCRUMB_KEYS:
+        return f"calls {', '.join(names[:-1])} and {names[-1]}"
+    return f"calls {_named(names)}"
+
+
 def _named(keys: Sequence[str]) -> str:
     """``a, b, c`` or, past :data:`BREADCRUMB_KEYS`, ``a, ..., e + N more``."""
     shown = ", ".join(keys[:BREADCRUMB_KEYS])
@@ -275,11 +285,14 @@ def _siblings_note(runtime: ToolRuntime) -> str | None:
         same = [c.get("id") for c in calls if c.get("name") == mine.get("name")]
         if len(same) < 2:
             return None
-        last = same[-1]
+        # Whether a later call succeeds is not known yet (they run concurrently), so the
+        # reply says what decides it rather than guessing: a call that fails writes nothing.
+        later = same[same.index(me) + 1 :]
+        head = f"({len(same)} calls to {mine.get('name')} in this step write the same keys"
+        if not later:
+            return f"{head}; this is the last of them, so state keeps its values.)"
         return (
-            f"({len(same)} calls to {mine.get('name')} in this step write the same keys; "
-            f"state keeps the value of the last of them that succeeds, call {last}"
-            + (" — this one." if last == me else f", not this one ({me}).")
-            + ")"
+            f"{head}; state keeps the values of the last of them that succeeds: this call's "
+            f"only if {_calls(later)} fail{'s' if len(later) == 1 else ''}.)"
         )
     return None

@@ -22,6 +22,7 @@ import re2
 
 __all__ = [
     "PathError",
+    "PatternError",
     "compile_pattern",
     "flatten",
     "grep",
@@ -101,6 +102,10 @@ def _short(value: Any) -> str:
 
 class PathError(LookupError):
     """A ``path`` that leads nowhere; the message says where it stopped and what is there."""
+
+
+class PatternError(ValueError):
+    """A ``pattern`` that cannot be searched with; the message says what to send instead."""
 
 
 _PATH_TOKEN = re.compile(r"\[(-?\d+)\]|\.?([^.\[\]]+)")
@@ -193,7 +198,14 @@ def compile_pattern(pattern: str) -> tuple[Any, bool]:
     try:
         return re2.compile(pattern, _options(literal=False)), False
     except re2.error:
+        pass
+    try:
         return re2.compile(pattern, _options(literal=True)), True
+    except re2.error as error:  # too large for RE2 even as text
+        raise PatternError(
+            f"the pattern ({len(pattern):,} characters) is too large to search with ({error}); "
+            "use a shorter one"
+        ) from None
 
 
 def grep(value: Any, pattern: str) -> tuple[list[str], bool]:

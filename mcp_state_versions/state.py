@@ -93,6 +93,8 @@ class StateEntry(TypedDict):
       saw them; what the key held before that only checkpoint history knows.
     * ``evicted`` (only when ``value`` is absent): the turn the budget evicted it in. Later than
       ``turn``, the value is in the checkpoint that ended ``turn``; equal, no turn ended with it.
+    * ``displaced`` (only with ``evicted``): the value was evicted to make room for another
+      key's write, not because it did not fit itself.
     """
 
     value: NotRequired[Any]
@@ -108,6 +110,7 @@ class StateEntry(TypedDict):
     bytes: int
     adopted: NotRequired[int]
     evicted: NotRequired[int]
+    displaced: NotRequired[bool]
 
 
 class ToolStateError(ValueError):
@@ -254,6 +257,7 @@ def make_merge_tool_state(
                     identity=None if is_entry(raw) else _identity(key, write, checked=not replayed),
                 )
                 entry.pop("evicted", None)  # a fresh dict: it holds a value again
+                entry.pop("displaced", None)
                 _count_write(books, entry["size"] + _WRITE_BYTES)
             books["bytes"] += entry["bytes"] - (before["bytes"] if is_entry(before) else 0)
             books["seq"] = max(books["seq"], entry["seq"])
@@ -571,18 +575,24 @@ def _enforce_budget(
     for _, name in [*others, (0, key)]:
         if held <= budget:
             break
-        held -= _evict(merged, name, turn)
+        held -= _evict(merged, name, turn, displaced=name != key)
     return held
 
 
-def _evict(merged: dict[str, Any], key: str, turn: int) -> int:
-    """Drop ``key``'s current value, keeping its entry; returns the bytes freed."""
+def _evict(merged: dict[str, Any], key: str, turn: int, *, displaced: bool) -> int:
+    """Drop ``key``'s current value, keeping its entry; returns the bytes freed.
+
+    ``displaced``: the value made room for another key's write (rather than not fitting
+    itself), which a reader is told, since the value may have been small.
+    """
     entry = merged[key]
     if "value" not in entry:
         return 0
     evicted = {k: v for k, v in entry.items() if k != "value"}
     evicted["bytes"] = entry["bytes"] - entry["size"]
     evicted["evicted"] = turn
+    if displaced:
+        evicted["displaced"] = True
     merged[key] = evicted
     return int(entry["size"])
 

@@ -127,6 +127,22 @@ def test_a_catastrophic_pattern_returns_at_once() -> None:
     assert text.startswith("No line matches")
 
 
+@pytest.mark.parametrize("size", [3_000, 450_000, 700_000])
+def test_a_huge_pattern_is_refused_in_words_and_not_echoed(size: int) -> None:
+    """A pattern of hundreds of kilobytes (a value pasted by mistake) gets a short answer;
+    past about 700 KB RE2 could not compile it at all, and that must not end the run."""
+    from mcp_state_versions.render import PatternError, compile_pattern
+
+    state = {"tool_state": make_merge_tool_state()({}, {KEY: {"value": "abc"}})}
+    tool = make_inspect_state(history=None)
+    pattern = "x(" * (size // 2)
+    for key in (KEY, "*"):
+        text = tool.func(key=key, pattern=pattern, runtime=runtime_for(state))  # type: ignore[misc]
+        assert "keep it under 2,000" in text and len(text) < 400, text[:400]
+    with pytest.raises(PatternError, match="too large to search"):
+        compile_pattern("a" * 3_000_000)
+
+
 async def test_a_long_search_does_not_hold_up_the_event_loop() -> None:
     """A 1 MB value searched by the async tool: another coroutine keeps running meanwhile."""
     big = {f"f{i}": "x" * 100 for i in range(10_000)}  # about 1 MB of JSON

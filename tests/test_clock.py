@@ -169,9 +169,10 @@ async def test_parallel_calls_say_whose_value_the_key_keeps() -> None:
     for reply in replies:
         text = str(reply.content)
         assert text.startswith(f"[state updated: {PUT}k — replaces the value it held since turn 1]")
-        assert "3 calls to put in this step" in text and f"call {ids[-1]}" in text
-    assert "this one." in str(replies[-1].content)
-    assert f"not this one ({ids[0]})" in str(replies[0].content)
+        assert "3 calls to put in this step" in text
+    assert "this is the last of them, so state keeps its values" in str(replies[-1].content)
+    assert f"this call's only if calls {ids[1]} and {ids[2]} fail." in str(replies[0].content)
+    assert f"this call's only if call {ids[2]} fails." in str(replies[1].content)
     tool = make_inspect_state()
     runtime = _runtime(state, "parallel")
     listing = await tool.coroutine(key=PUT + "k", versions=True, runtime=runtime)  # type: ignore[misc]
@@ -380,3 +381,35 @@ async def test_update_state_cannot_jump_the_clock_and_a_prune_keeps_the_head(
             assert ids and ids[0] == head
         index = await CheckpointHistory(saver).turns(conv.thread_id)
         assert index.total == 2**62 and index.retained[-1] == 2**62
+
+
+async def test_when_the_last_parallel_call_fails_an_earlier_reply_stays_true() -> None:
+    """The last of three parallel calls fails: the second call's value is the one kept, and
+    no reply claimed otherwise."""
+    from langchain_core.messages import AIMessage
+
+    from mcp_state_versions import build_agent
+    from mcp_state_versions.scripted import ScriptedChatModel, call
+
+    from .conversation import put
+
+    script = [
+        AIMessage(
+            "",
+            tool_calls=[
+                call("put", "c1", key="k", value="x1"),
+                call("put", "c2", key="k", value="x2"),
+                call("put", "c3", key="k"),  # no value: the call fails
+            ],
+        ),
+        AIMessage("done"),
+    ]
+    agent = build_agent(ScriptedChatModel(replies=script), [put])
+    state = await agent.ainvoke({"messages": [HumanMessage("put them")]})
+    replies = {
+        m.tool_call_id: str(m.content) for m in state["messages"] if isinstance(m, ToolMessage)
+    }
+    assert state["tool_state"][PUT + "k"]["value"] == "x2"
+    assert "this call's only if call c3 fails" in replies["c2"]
+    assert "this call's only if calls c2 and c3 fail" in replies["c1"]
+    assert "error" in replies["c3"].lower()

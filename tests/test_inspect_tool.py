@@ -197,6 +197,26 @@ def test_an_evicted_value_says_how_to_read_it() -> None:
     assert "evicted from session state" in text and "turn=1" in text and "aaa" not in text
 
 
+def test_a_small_value_evicted_to_make_room_is_not_called_too_large() -> None:
+    """Two writes in one turn, in two updates: the second needs the room the first took, so
+    the first (small) value goes; its reader is told that, not that it did not fit."""
+    from mcp_state_versions import CLOCK_KEY
+
+    reducer = make_merge_tool_state(budget_bytes=150)
+    tool_state = reducer({}, {CLOCK_KEY: {"turn": 1, "open": True}})
+    tool_state = reducer(tool_state, {"small": {"value": "a" * 20}})
+    tool_state = reducer(tool_state, {"big": {"value": "b" * 140}})
+    assert "value" not in tool_state["small"] and tool_state["small"]["displaced"]
+    state = {"messages": [HumanMessage("1")], "tool_state": tool_state}
+    listing = read_state_key("*", state)
+    assert "small: (evicted to make room for later writes" in listing
+    assert "too large" not in listing
+    text = read_state_key("small", state)
+    assert "to make room for values written after it" in text and "too large" not in text
+    rewritten = reducer(tool_state, {"small": {"value": "c"}})
+    assert "displaced" not in rewritten["small"]
+
+
 class LaggingHistory(StubHistory):
     """History that has recorded two turns while the tool already runs in the third."""
 
@@ -266,3 +286,29 @@ def test_a_listing_of_many_keys_groups_them_and_narrows_by_prefix() -> None:
 async def test_turn_reads_of_a_prefix_are_refused() -> None:
     text = await ask(_many(1, 1, 3), key="s0/*", turn=1)
     assert text.startswith("turn= and versions= read one key")
+
+
+async def test_after_a_prune_versions_points_only_to_reads_that_work() -> None:
+    """Six turns rewrite a key; the ring keeps two prior values; a prune keeps two turns.
+    The version list names a turn= read only for versions whose turns are still retained."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from mcp_state_versions import prune_thread
+
+    from .conversation import PUT, Conversation, agent_graph
+
+    saver = InMemorySaver()
+    conv = Conversation(agent_graph(saver, ring_size=2), saver, "pruned-versions")
+    for turn in range(1, 7):
+        await conv.say(f"put k=v{turn}")
+    await prune_thread(saver, conv.thread_id, keep_turns=2)
+    state = (await conv.graph.aget_state(conv.config)).values
+    tool = make_inspect_state()
+    runtime = runtime_for(state, conv.thread_id)
+    runtime.config["configurable"]["__pregel_checkpointer"] = saver
+    text = await tool.coroutine(key=PUT + "k", versions=True, runtime=runtime)  # type: ignore[misc]
+    assert "older versions before turn 4" in text and "cannot be read" in text, text
+    for turn in (1, 2, 3, 4):
+        assert f"turn={turn})" not in text and f"turn={turn}." not in text, text
+    answer = await tool.coroutine(key=PUT + "k", turn=5, runtime=runtime)  # type: ignore[misc]
+    assert answer.endswith('"v5"'), answer
