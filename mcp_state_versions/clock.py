@@ -74,6 +74,8 @@ class ClockRecord(TypedDict):
       it ended (together they tell a new user message from one already counted);
     * ``late`` (only when true): a write arrived after turn ``turn`` ended, so this state is
       no longer the one the turn ended with;
+    * ``counted``, ``first``: ids of the user messages that opened the last few turns and the
+      first one, so a user message seen again after a trim is not counted again;
     * ``seq``, ``bytes``, ``newest``: the reducer's totals (write counter, JSON bytes held,
       newest turn any write was placed in);
     * ``writes``, ``written``: key writes merged and about the bytes they took as stored writes
@@ -87,6 +89,8 @@ class ClockRecord(TypedDict):
     message: NotRequired[str | None]
     seen: NotRequired[str | None]
     late: NotRequired[bool]
+    counted: NotRequired[list[str]]
+    first: NotRequired[str]
     seq: NotRequired[int]
     bytes: NotRequired[int]
     writes: NotRequired[int]
@@ -234,8 +238,12 @@ def open_turn(
         return {}
     message_id = _message_id(messages[newest])
     if record is not None and record.get("turn") is not None:
-        if message_id is not None and message_id == record.get("message"):
-            return {}
+        if message_id is not None and (
+            message_id == record.get("message")
+            or message_id == record.get("first")
+            or message_id in (record.get("counted") or ())
+        ):
+            return {}  # counted already: the messages were trimmed back to it
         seen = record.get("seen")
         ids = [_message_id(m) for m in messages]
         if seen is not None and seen in ids and ids.index(seen) > newest:

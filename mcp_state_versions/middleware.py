@@ -24,6 +24,7 @@ returns the value also as the message's artifact; the value itself is untouched.
 """
 
 import functools
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from typing import Any, NotRequired
@@ -148,8 +149,6 @@ class SessionStateMiddleware(AgentMiddleware):
         tool = request.tool
         if not self._captures(tool) or not isinstance(tool, StructuredTool):
             return request
-        if tool.response_format != "content":
-            return request  # its artifact already carries the data (MCP tools do this)
         copy = self._copies.get(id(tool))
         if copy is None:
             copy = self._copies[id(tool)] = _keeping_output(tool)
@@ -170,7 +169,7 @@ class SessionStateMiddleware(AgentMiddleware):
             return result
         fields = _structured(result.artifact)
         if fields is None:
-            return result.model_copy(update={"artifact": None}) if _kept(result) else result
+            return _restored(result)
         assert request.tool is not None
         toolset = self.toolset if isinstance(self.toolset, str) else self.toolset(request.tool)
         writes = tool_state_writes(
@@ -180,24 +179,69 @@ class SessionStateMiddleware(AgentMiddleware):
         text, payload = published.text, dumps(fields)
         if len(payload) <= self.inline_limit:
             text = f"{text} {payload}"
-        message = ToolMessage(text, tool_call_id=result.tool_call_id, name=result.name)
+        before, after = _around(result)
+        message = ToolMessage(
+            f"{before}{text}{after}", tool_call_id=result.tool_call_id, name=result.name
+        )
         return Command(update=published.update(message))
 
 
 _KEPT = "__mcp_state_versions_output__"
+_OWN = "__mcp_state_versions_content__"
+_ARTIFACT = "__mcp_state_versions_artifact__"
 
 
-def _kept(message: ToolMessage) -> bool:
-    return isinstance(message.artifact, dict) and _KEPT in message.artifact
+def _around(result: ToolMessage) -> tuple[str, str]:
+    """The text other middleware put around the tool's own content in ``result`` (before,
+    after), so that replacing the content with the breadcrumb keeps it.
+
+    Middleware listed after this one runs inside it and sees the tool's message first:
+    ``HumanInTheLoopMiddleware`` prepends its note that a reviewer replaced the call. The
+    copy of the tool recorded the content it produced, so whatever else the content holds
+    came from them, and stays, wherever this middleware is listed.
+    """
+    artifact = result.artifact
+    own = artifact.get(_OWN) if isinstance(artifact, dict) else None
+    content = result.content
+    if own is None or content == own:
+        return "", ""
+    if isinstance(content, str) and isinstance(own, str) and own in content:
+        before, _, after = content.partition(own)
+        return before, after
+    if isinstance(content, list) and isinstance(own, list) and own:
+        for start in range(len(content) - len(own) + 1):
+            if content[start : start + len(own)] == own:
+                return _text(content[:start], "\n"), _text(content[start + len(own) :], "\n")
+    return "", ""
+
+
+def _text(blocks: Sequence[Any], separator: str) -> str:
+    texts = [b if isinstance(b, str) else str(b.get("text", "")) for b in blocks]
+    joined = separator.join(text for text in texts if text)
+    return joined and (joined + separator if separator else joined)
+
+
+def _restored(message: ToolMessage) -> ToolMessage:
+    """``message`` with the artifact the tool itself gave (none, for a plain tool)."""
+    artifact = message.artifact
+    if isinstance(artifact, dict) and _ARTIFACT in artifact:
+        return message.model_copy(update={"artifact": artifact[_ARTIFACT]})
+    if isinstance(artifact, dict) and _KEPT in artifact:
+        return message.model_copy(update={"artifact": None})
+    return message
 
 
 def _keeping_output(tool: StructuredTool) -> StructuredTool:
-    """A copy of ``tool`` whose message also carries the raw return value as its artifact."""
+    """A copy of ``tool`` whose message also carries the raw return value as its artifact
+    (for a tool with an artifact of its own, that artifact), with the content it produced."""
 
     def keep(output: Any) -> tuple[Any, Any]:
         if isinstance(output, Command | ToolMessage):
             return output, None
-        return output, {_KEPT: output}
+        if tool.response_format == "content_and_artifact":
+            content, artifact = output
+            return content, {_ARTIFACT: artifact, _OWN: content}
+        return output, {_KEPT: output, _OWN: _as_content(output)}
 
     func = coroutine = None
     if tool.func is not None:
@@ -219,8 +263,23 @@ def _keeping_output(tool: StructuredTool) -> StructuredTool:
     )
 
 
+def _as_content(output: Any) -> Any:
+    """The message content LangChain makes of a tool's return value (text stays text, content
+    blocks stay blocks, anything else becomes its JSON), to know it again in the message."""
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list) and all(isinstance(b, str | dict) for b in output):
+        return output
+    try:
+        return json.dumps(output, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(output)
+
+
 def _structured(artifact: Any) -> dict[str, Any] | None:
     """The fields of a structured result, or ``None`` when it is not one."""
+    if isinstance(artifact, Mapping) and _ARTIFACT in artifact:
+        artifact = artifact[_ARTIFACT]
     if isinstance(artifact, Mapping) and _KEPT in artifact:
         artifact = artifact[_KEPT]
     elif isinstance(artifact, Mapping) and isinstance(artifact.get("structured_content"), dict):

@@ -356,6 +356,7 @@ def _join_clock(books: dict[str, Any], raw: Any, *, may_jump: bool = True) -> di
         books["turn"], books["open"] = clock.turn, clock.open
         for name in ("message", "seen", "late"):
             books.pop(name, None)
+        _remember_opening(books, fields)
     else:
         books["open"] = books["open"] and clock.open
     for name in ("message", "seen"):
@@ -364,6 +365,32 @@ def _join_clock(books: dict[str, Any], raw: Any, *, may_jump: bool = True) -> di
     if clock.late:
         books["late"] = True
     return books
+
+
+COUNTED_OPENINGS = 8
+"""How many recent turns' opening user messages the clock remembers (besides the first's)."""
+
+
+def _remember_opening(books: dict[str, Any], fields: Mapping[str, Any]) -> None:
+    """Note the user message that opened the new turn among those already counted.
+
+    A run that brings no new user message must not tick the clock, and the newest user
+    message is how :func:`~mcp_state_versions.clock.open_turn` tells. After the messages are
+    wiped or trimmed down to an earlier user message (the first one, typically, which trims
+    keep), the newest one is a message counted long ago; these ids say so. A whole state
+    carries its own list, which is kept as it is.
+    """
+    counted = fields.get("counted")
+    if isinstance(counted, list):
+        books["counted"] = [str(m) for m in counted[-COUNTED_OPENINGS:]]
+        if isinstance(fields.get("first"), str):
+            books["first"] = fields["first"]
+        return
+    message = fields.get("message")
+    if not isinstance(message, str):
+        return
+    books.setdefault("first", message)
+    books["counted"] = [*books.get("counted", [])[-(COUNTED_OPENINGS - 1) :], message]
 
 
 def _placement(books: Mapping[str, Any], stamp: int | None) -> int:

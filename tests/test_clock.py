@@ -413,3 +413,26 @@ async def test_when_the_last_parallel_call_fails_an_earlier_reply_stays_true() -
     assert "this call's only if call c3 fails" in replies["c2"]
     assert "this call's only if calls c2 and c3 fail" in replies["c1"]
     assert "error" in replies["c3"].lower()
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_a_run_without_a_new_user_message_after_a_wipe_does_not_tick(
+    kind: str, tmp_path: Any
+) -> None:
+    """The messages are wiped down to the first user message (what a trim keeps), then a
+    run starts with no new user message: the newest user message was counted turns ago, and
+    the clock stays where it was."""
+    from langchain_core.messages import RemoveMessage
+
+    async with await open_backend(kind, tmp_path) as saver:
+        conv = Conversation(agent_graph(saver, 0), saver, f"wiped-{uuid4().hex[:12]}")
+        for turn in range(1, 4):
+            await conv.say(f"put k=v{turn}")
+        messages = (await conv.graph.aget_state(conv.config)).values["messages"]
+        wipe = [RemoveMessage(id=m.id) for m in messages[1:]]
+        await conv.graph.aupdate_state(conv.config, {"messages": wipe}, as_node="tools")
+        await conv.graph.ainvoke({"messages": []}, conv.config)
+        values = (await conv.graph.aget_state(conv.config)).values
+        assert current_turn(values) == 3
+        await conv.say("put k=v4")  # a new user message still opens the next turn
+        assert current_turn((await conv.graph.aget_state(conv.config)).values) == 4

@@ -16,6 +16,7 @@ from langchain_core.tools import BaseTool, tool
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import ToolRuntime
+from langgraph.types import Command
 from pydantic import BaseModel
 
 from mcp_state_versions import (
@@ -240,3 +241,35 @@ def test_a_publishing_tool_without_the_middleware_fails_loudly() -> None:
     )
     with pytest.raises(ToolStateError, match="SessionStateMiddleware"):
         agent.invoke({"messages": [HumanMessage("put")]}, {"configurable": {"thread_id": "x"}})
+
+
+@pytest.mark.parametrize("session_first", [True, False])
+async def test_a_reviewers_edit_notice_survives_capture_in_either_order(
+    session_first: bool,
+) -> None:
+    """A reviewer edits a captured call (Copenhagen becomes Aarhus). The tool's reply is the
+    breadcrumb, and HumanInTheLoopMiddleware's note that a reviewer replaced the call stays
+    in it whether SessionStateMiddleware is listed before it or after it."""
+    hitl = HumanInTheLoopMiddleware(interrupt_on={"find": True})
+    session = SessionStateMiddleware(toolset="tools")
+    agent = create_agent(
+        ScriptedChatModel(respond=respond),
+        [find, info],
+        middleware=[session, hitl] if session_first else [hitl, session],
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": f"edited-{session_first}"}}
+    await agent.ainvoke({"messages": [("user", "find Copenhagen")]}, config)
+    edit = {"type": "edit", "edited_action": {"name": "find", "args": {"place": "Aarhus"}}}
+    pending = [i.id for t in (await agent.aget_state(config)).tasks for i in t.interrupts]
+    state = await agent.ainvoke(
+        Command(resume={key: {"decisions": [edit]} for key in pending}), config
+    )
+    reply = next(
+        str(m.content)
+        for m in state["messages"]
+        if isinstance(m, ToolMessage) and m.tool_call_id.startswith("f")
+    )
+    assert "a human reviewer replaced this tool call" in reply, reply
+    assert "[state updated: tools/find/name, tools/find/bbox]" in reply, reply
+    assert state["tool_state"]["tools/find/bbox"]["value"] == PLACES["aarhus"]
