@@ -31,7 +31,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from .backends import ID, TOOL_STATE, Backend, backend_for, run_sync
+from .backends import ID, PARENT, TOOL_STATE, Backend, backend_for, run_sync
 from .backends.memory import delete_checkpoints
 from .backends.sqlite import SqliteBackend
 from .clock import turn_at
@@ -209,7 +209,12 @@ async def prune_thread(
     the older ones with their writes and blobs. ``drop_abandoned=True`` deletes every
     checkpoint that is not on the current branch (left behind by a fork). Only the root
     namespace is pruned. The head is never removed, so the thread can go on, and the oldest
-    checkpoint kept is sealed first (:func:`seal`), so every retained turn still rebuilds.
+    checkpoint kept is sealed first (:func:`seal`), so every retained turn still rebuilds; so
+    is the first checkpoint of any other branch whose parent goes.
+
+    Both read the thread once, and a checkpoint saved after that read is never deleted. A
+    branch that forked off and is still running is, to ``drop_abandoned``, a branch like any
+    other: drop abandoned branches where no run is going on beside the current one.
     """
     from .checkpoint_walk import CheckpointHistory, _Chain
 
@@ -244,6 +249,12 @@ async def prune_thread(
         doomed.extend(sorted(c for c in everything_ids if c not in kept and c < head))
     doomed = [checkpoint for checkpoint in doomed if checkpoint != on_branch[0]]  # never the head
     if doomed:
+        gone = set(doomed)
+        # Another branch (a fork, or a run beside this one) may start from a checkpoint about
+        # to go: its first checkpoint is sealed too, or it would rebuild from nothing.
+        for link in everything or ():
+            if link[ID] not in gone and link[PARENT] in gone:
+                await seal(history.backend, thread_id, history.namespace, link[ID])
         await history.backend.delete(thread_id, history.namespace, doomed)
     index = await history.turns(thread_id)
     return PruneResult(deleted=len(doomed), retained_turns=index.retained, total_turns=index.total)

@@ -99,3 +99,30 @@ async def test_a_pruner_in_another_process_beside_a_writer_loses_nothing(
             assert snapshot.tool_state is not None, turn
             expected = GAZETTEER[place_of(turn - 1 if turn > 1 else 1).lower()]["bbox"]
             assert snapshot.tool_state[BBOX]["value"] == expected, turn
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_a_prune_of_one_branch_leaves_every_other_branch_rebuildable(
+    kind: str, tmp_path: Any
+) -> None:
+    """Four turns, then a fork from the end of turn 3 becomes the head. Keeping one turn of
+    the head's branch deletes turns 1-3, which the first branch stands on: its first
+    remaining checkpoint is sealed, so its turn 4 still reads back whole."""
+    from uuid import uuid4
+
+    from .conversation import PUT, Conversation, agent_graph
+
+    async with await open_backend(kind, tmp_path) as saver:
+        conv = Conversation(agent_graph(saver, 0), saver, f"branches-{uuid4().hex[:12]}")
+        for turn in range(1, 5):
+            await conv.say(f"put k=v{turn} j=w{turn}" if turn == 1 else f"put k=v{turn}")
+        first_tip = (await conv.graph.aget_state(conv.config)).config["configurable"]
+        await conv.fork(3, "put k=fork")
+        await prune_thread(saver, conv.thread_id, keep_turns=1)
+        other = CheckpointHistory(saver, checkpoint_id=first_tip["checkpoint_id"])
+        present = await other.present(conv.thread_id)
+        assert present is not None and present.turn == 4
+        assert present.tool_state[PUT + "k"]["value"] == "v4"
+        assert present.tool_state[PUT + "j"]["value"] == "w1"  # written in a deleted turn
+        head = await CheckpointHistory(saver).present(conv.thread_id)
+        assert head is not None and head.tool_state[PUT + "k"]["value"] == "fork"
