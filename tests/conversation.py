@@ -269,22 +269,32 @@ class Conversation:
         self.end_ids = self.end_ids[:turn]
         await self.say(text, config)
 
-    async def check(self, saver: Any | None = None, *, ring_only: bool = False) -> Counter[str]:
+    async def check(
+        self,
+        saver: Any | None = None,
+        *,
+        ring_only: bool = False,
+        checkpoint_id: str | None = None,
+        notebook: Notebook | None = None,
+    ) -> Counter[str]:
         """Every ``(key, turn)`` answer against the notebook; returns how many of each kind
         (``Found:ring``, ``Found:history``, ``KeyNotSetYet`` ...) were checked.
 
         ``saver`` reads through another saver on the same storage (a reload); ``ring_only``
-        reads without history, where only answers the entries hold are allowed.
+        reads without history, where only answers the entries hold are allowed;
+        ``checkpoint_id`` reads the branch that ends there (as a run on it reads), against
+        ``notebook`` (default: the conversation's own).
         """
-        history = None if ring_only else CheckpointHistory(saver or self.saver)
-        if saver is None:
+        reader = CheckpointHistory(saver or self.saver, checkpoint_id=checkpoint_id)
+        history = None if ring_only else reader
+        if saver is None and checkpoint_id is None:
             values = (await self._state()).values
             tool_state, now = values.get("tool_state") or {}, current_turn(values)
         else:
-            present = await CheckpointHistory(saver).present(self.thread_id)
+            present = await reader.present(self.thread_id)
             assert present is not None
             tool_state, now = present.tool_state, present.turn
-        book = self.notebook
+        book = notebook or self.notebook
         assert now == len(book.ends), f"the clock says {now}, the notebook {len(book.ends)}"
         live = {k: e["value"] for k, e in entries_of(tool_state).items()}
         assert live == book.current

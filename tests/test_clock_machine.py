@@ -16,6 +16,7 @@ from uuid import uuid4
 
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis import event as note_event
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -31,9 +32,10 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from mcp_state_versions import prune_thread
 from mcp_state_versions.backends import run_sync
+from mcp_state_versions.checkpoint_walk import CheckpointHistory
 
 from .conftest import PG_DSN, postgres_unavailable
-from .conversation import Conversation, agent_graph
+from .conversation import Conversation, Notebook, agent_graph
 
 KEYS = ["a", "b", "c"]
 writes = st.lists(
@@ -184,6 +186,178 @@ class PostgresMachine(ClockMachine):
         return saver
 
 
+class InterleavedMachine(RuleBasedStateMachine):
+    """Two runs at once on one thread, their steps interleaved in an order hypothesis draws,
+    with prunes between any two steps and reloads between runs.
+
+    One run continues the thread's head; the other forks from the end of an earlier turn (or
+    from the head too: two runs from one checkpoint). Each ends on a branch of its own, and
+    the thread's current branch is the one whose last step came last. Every ``(key, turn)``
+    answer read along each branch, as a run on it reads (from its own checkpoint, not the
+    thread's newest), must equal that branch's notebook: never the other branch's value,
+    and nothing a prune of one branch took from the other.
+    """
+
+    def open_saver(self) -> tuple[Any, Any]:
+        return InMemorySaver(), lambda: None
+
+    def reopen(self) -> Any:
+        return self.saver
+
+    @initialize()
+    def start(self) -> None:
+        self.saver, self._close = self.open_saver()
+        thread = f"interleaved-{uuid4().hex[:12]}"
+        self.conv = Conversation(agent_graph(self.saver, 0), self.saver, thread, sync=True)
+        #: The branch the last two runs left beside the current one: (tip, notebook).
+        self.other: tuple[str, Notebook] | None = None
+        run_sync(self.conv.say("put a=1"))  # a turn to fork from, so runs interleave at once
+
+    def teardown(self) -> None:
+        close = getattr(self, "_close", None)
+        if close is not None:
+            close()
+
+    @property
+    def turns(self) -> int:
+        return len(self.conv.notebook.ends)
+
+    @rule(assignments=writes)
+    def user_turn(self, assignments: list[tuple[str, str]]) -> None:
+        run_sync(self.conv.say(_text(assignments)))
+        self.other = None  # the machine follows the current branch and the last one left
+
+    @rule()
+    def reload(self) -> None:
+        self.saver = self.reopen()
+        self.conv.saver = self.saver
+        self.conv.graph = agent_graph(self.saver, 0)
+
+    @precondition(lambda self: self.turns > 0)
+    @rule(data=st.data(), first=writes, second=writes)
+    def two_runs_at_once(
+        self, data: st.DataObject, first: list[tuple[str, str]], second: list[tuple[str, str]]
+    ) -> None:
+        conv, book = self.conv, self.conv.notebook
+        fork_at = data.draw(st.integers(max(book.retained_from, 1), self.turns), label="fork at")
+        head = conv.graph.get_state(conv.config).config["configurable"]["checkpoint_id"]
+        # The end of the turn as the branch now holds it (a prune may have replaced the
+        # checkpoint that first ended it by a later one that still holds its state).
+        chain = run_sync(CheckpointHistory(self.saver)._chain(conv.thread_id))
+        found = run_sync(chain.end_of_turn_confirmed(fork_at))
+        assert found is not None
+        starts = {"head": head, "fork": str(chain.links[found][0])}
+        texts = {"head": _text(first), "fork": _text(second)}
+        runs = {
+            name: conv.graph.stream(
+                {"messages": [HumanMessage(texts[name])]},
+                {"configurable": {"thread_id": conv.thread_id, "checkpoint_id": start}},
+                stream_mode="checkpoints",
+                durability="sync",
+            )
+            for name, start in starts.items()
+        }
+        tips: dict[str, str] = {}
+        last = ""
+        while runs:
+            # Both runs start (load the checkpoint they continue) before anything is pruned:
+            # a run asked to continue a checkpoint already deleted is another matter.
+            unstarted = sorted(set(runs) - set(tips))
+            name = data.draw(st.sampled_from(unstarted or sorted(runs)), label="next step")
+            event = next(runs[name], None)
+            if event is None:
+                del runs[name]
+                continue
+            tips[name], last = event["config"]["configurable"]["checkpoint_id"], name
+            if len(tips) == 2 and data.draw(st.booleans(), label="prune after this step"):
+                note_event("a prune between two steps of two runs")
+                keep = data.draw(st.integers(1, self.turns + 1), label="keep turns")
+                run_sync(prune_thread(self.saver, conv.thread_id, keep_turns=keep))
+        books = {"head": _copy(book), "fork": _copy(book)}
+        books["head"].turn(first)
+        books["fork"].fork(fork_at)
+        books["fork"].turn(second)
+        ends = {
+            "head": [*conv.end_ids, tips["head"]],
+            "fork": [*conv.end_ids[:fork_at], tips["fork"]],
+        }
+        other = "fork" if last == "head" else "head"
+        conv.notebook, conv.end_ids = books[last], ends[last]
+        self.other = (tips[other], books[other])
+        for name, tip in tips.items():
+            # What retention kept of each branch, which the answers are then checked within;
+            # the turn each run added is never among what went.
+            index = run_sync(CheckpointHistory(self.saver, checkpoint_id=tip).turns(conv.thread_id))
+            assert index.total == len(books[name].ends) and index.retained[-1] == index.total
+            books[name].retained_from = max(books[name].retained_from, index.retained.start)
+
+    @precondition(lambda self: self.turns > 1)
+    @rule(data=st.data())
+    def prune(self, data: st.DataObject) -> None:
+        keep = data.draw(st.integers(1, self.turns), label="keep turns")
+        result = run_sync(prune_thread(self.saver, self.conv.thread_id, keep_turns=keep))
+        book = self.conv.notebook
+        book.retained_from = max(book.retained_from, result.retained_turns[0])
+        if self.other is not None:
+            tip, other = self.other
+            index = run_sync(
+                CheckpointHistory(self.saver, checkpoint_id=tip).turns(self.conv.thread_id)
+            )
+            other.retained_from = max(other.retained_from, index.retained.start)
+
+    @invariant()
+    def every_branch_reads_its_own_notebook(self) -> None:
+        if not hasattr(self, "conv"):
+            return
+        run_sync(self.conv.check())
+        if self.other is not None:
+            tip, book = self.other
+            run_sync(self.conv.check(checkpoint_id=tip, notebook=book))
+
+
+def _text(assignments: list[tuple[str, str]]) -> str:
+    return "put " + " ".join(f"{k}={v}" for k, v in assignments) if assignments else "chat"
+
+
+def _copy(book: Notebook) -> Notebook:
+    return Notebook(
+        ends=[dict(end) for end in book.ends],
+        current=dict(book.current),
+        retained_from=book.retained_from,
+    )
+
+
+TestInterleavedOnMemory = InterleavedMachine.TestCase
+TestInterleavedOnMemory.settings = settings(
+    max_examples=150,
+    stateful_step_count=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+class InterleavedSqliteMachine(InterleavedMachine):
+    path: str = ""
+
+    def open_saver(self) -> tuple[Any, Any]:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        self._connection = sqlite3.connect(self.path, check_same_thread=False)
+        return SqliteSaver(self._connection), lambda: self._connection.close()
+
+    def reopen(self) -> Any:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        self._connection.close()
+        self._connection = sqlite3.connect(self.path, check_same_thread=False)
+        return SqliteSaver(self._connection)
+
+
+def test_interleaved_runs_on_sqlite_fixed_seeds(tmp_path: Any) -> None:
+    InterleavedSqliteMachine.path = str(tmp_path / "interleaved.sqlite")
+    _run_derandomized(InterleavedSqliteMachine, 30)
+
+
 def _run_derandomized(machine: type[ClockMachine], examples: int) -> None:
     """A fixed sequence of examples (hypothesis derives the seed from the test, not at random)."""
     run_state_machine_as_test(
@@ -213,3 +387,19 @@ def test_postgres_fixed_seeds() -> None:
     except psycopg.OperationalError as error:
         postgres_unavailable(error)
     _run_derandomized(PostgresMachine, 20)
+
+
+class InterleavedPostgresMachine(InterleavedMachine):
+    open_saver = PostgresMachine.open_saver
+    reopen = PostgresMachine.reopen
+
+
+@pytest.mark.postgres
+def test_interleaved_runs_on_postgres_fixed_seeds() -> None:
+    import psycopg
+
+    try:
+        psycopg.connect(PG_DSN, connect_timeout=3).close()
+    except psycopg.OperationalError as error:
+        postgres_unavailable(error)
+    _run_derandomized(InterleavedPostgresMachine, 20)
