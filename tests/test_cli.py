@@ -330,17 +330,29 @@ def test_readers_change_nothing_in_the_file_they_read(
     assert "mcp_state_versions_lineage_v2" in indexes
 
 
-def test_prune_on_a_file_it_cannot_write_is_one_line(demo_file: tuple[str, str, str]) -> None:
+def test_prune_on_a_file_it_cannot_write_is_one_line() -> None:
     """Without write access to the file: read-only by its mode, or, for root (who writes
     through any mode), immutable (``chattr +i``)."""
+    import asyncio
     import os
     import shutil
     import tempfile
 
-    spec, thread, _ = demo_file
+    from mcp_state_versions.agent import run_turn
+    from mcp_state_versions.retention import PruningSqliteSaver
+
+    from .helpers import agent_on
+
     folder = Path(tempfile.mkdtemp(prefix="read-only-"))
-    copy = folder / "demo.sqlite"
-    shutil.copy(spec.removeprefix("sqlite:"), copy)
+    copy = folder / "threads.sqlite"
+    thread = "three-turns"
+
+    async def write() -> None:
+        async with PruningSqliteSaver.from_conn_string(str(copy)) as saver:
+            for text in ["find Copenhagen", "find Aarhus", "find Oslo"]:
+                await run_turn(agent_on(saver, ring_size=0), thread, text)
+
+    asyncio.run(write())
     as_root = os.geteuid() == 0
     if as_root:
         subprocess.run(["chattr", "+i", str(copy)], check=True)
