@@ -37,6 +37,7 @@ from .backends import NeedsAsync, backend_for, stamp_turn
 from .clock import current_turn, ticks_around
 from .history import AUTO, HistoryOption
 from .inspect_tool import make_inspect_state
+from .publish import noted_messages
 from .state import (
     DEFAULT_BUDGET_BYTES,
     TURN_METADATA_KEY,
@@ -134,10 +135,11 @@ def build_agent(
         return {"messages": [reply], **ticks_around(state, reply, config, bounds=bounds)}
 
     def call_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return replied(state, bound.invoke([*prefix, *state["messages"]], config), config)
+        messages = [*prefix, *noted_messages(state["messages"])]
+        return replied(state, bound.invoke(messages, config), config)
 
     async def acall_model(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        reply = await bound.ainvoke([*prefix, *state["messages"]], config)
+        reply = await bound.ainvoke([*prefix, *noted_messages(state["messages"])], config)
         return replied(state, reply, config)
 
     graph = StateGraph(make_session_state(reducer, snapshot_frequency=snapshot_frequency))

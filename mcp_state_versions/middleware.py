@@ -41,7 +41,7 @@ from .agent import SESSION_STATE_PROMPT
 from .clock import close_turn, current_turn, open_turn
 from .history import AUTO, HistoryOption
 from .inspect_tool import make_inspect_state
-from .publish import publication, tool_state_writes
+from .publish import noted_messages, publication, tool_state_writes
 from .render import dumps
 from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
@@ -124,6 +124,9 @@ class SessionStateMiddleware(AgentMiddleware):
     # -- the guidance -------------------------------------------------------------------------
 
     def _guided(self, request: ModelRequest) -> ModelRequest:
+        noted = noted_messages(request.messages)
+        if any(new is not old for new, old in zip(noted, request.messages, strict=True)):
+            request = request.override(messages=noted)
         if not self.system_prompt:
             return request
         current = request.system_prompt

@@ -44,8 +44,10 @@ from .versions import canonical, same_value
 
 __all__ = [
     "BREADCRUMB_KEYS",
+    "PUBLISHED",
     "Publication",
     "breadcrumb",
+    "noted_messages",
     "publication",
     "publish",
     "state_key",
@@ -127,7 +129,11 @@ class Publication:
     text: str
 
     def update(self, message: ToolMessage) -> dict[str, Any]:
-        """The graph update that publishes: the changed writes, if any, and ``message``."""
+        """The graph update that publishes: the changed writes, if any, and ``message``, which
+        records the keys it wrote (see :func:`noted_messages`)."""
+        if self.writes:
+            written = {PUBLISHED: {"keys": list(self.writes)}}
+            message = message.model_copy(update={"artifact": written})
         return {**({"tool_state": self.writes} if self.writes else {}), "messages": [message]}
 
 
@@ -192,6 +198,67 @@ def _calls(ids: Sequence[Any]) -> str:
     if len(names) <= BREADCRUMB_KEYS:
         return f"calls {', '.join(names[:-1])} and {names[-1]}"
     return f"calls {_named(names)}"
+
+
+PUBLISHED = "mcp_state_versions"
+"""The artifact key under which a publishing tool's message records the keys it wrote."""
+
+
+def noted_messages(messages: Sequence[Any]) -> list[Any]:
+    """``messages`` as the model should see them: where calls to *different* tools wrote the
+    same key in one step, each of their replies says so, and whose value state kept.
+
+    Calls in one step run concurrently and their writes merge in call order, so the last call
+    to write a key wins. Calls to the same tool say so when they publish (they know their
+    siblings write the same keys); calls to different tools cannot know, since what a tool
+    writes is known only once it ran. So this is worked out from the replies afterwards (each
+    records the keys it wrote), and added to the model's view of them at every model call;
+    the stored messages are not changed. Only steps with two or more publishing replies cost
+    more than a glance.
+    """
+    notes: dict[str, str] = {}
+    for index, message in enumerate(messages):
+        calls = getattr(message, "tool_calls", None)
+        if calls and len(calls) > 1:
+            notes.update(_contested(calls, messages[index + 1 : index + 1 + len(calls)]))
+    if not notes:
+        return list(messages)
+    return [
+        m.model_copy(update={"content": f"{m.content} {notes[m.tool_call_id]}"})
+        if isinstance(m, ToolMessage) and m.tool_call_id in notes and isinstance(m.content, str)
+        else m
+        for m in messages
+    ]
+
+
+def _contested(calls: Sequence[Mapping[str, Any]], replies: Sequence[Any]) -> dict[str, str]:
+    """Notes for the replies of one step whose calls, to different tools, wrote one key."""
+    order = [call.get("id") for call in calls]
+    names = {call.get("id"): call.get("name") for call in calls}
+    writers: dict[str, list[str]] = {}
+    for reply in replies:
+        artifact = getattr(reply, "artifact", None)
+        if not isinstance(reply, ToolMessage) or not isinstance(artifact, Mapping):
+            continue
+        for key in (artifact.get(PUBLISHED) or {}).get("keys", ()):
+            writers.setdefault(key, []).append(reply.tool_call_id)
+    notes: dict[str, list[str]] = {}
+    for key, ids in writers.items():
+        if len({names.get(i) for i in ids}) < 2:
+            continue  # one tool's calls: their own replies said so
+        ids = sorted(ids, key=lambda i: order.index(i) if i in order else len(order))
+        kept = ids[-1]
+        for call in ids:
+            others = ", ".join(f"{names.get(i)} (call {i})" for i in ids if i != call)
+            whose = "this call's" if call == kept else f"{names.get(kept)}'s (call {kept})"
+            notes.setdefault(call, []).append(f"{key} also by {others}, state keeps {whose}")
+    return {
+        call: "(Other calls in this step wrote the same keys: "
+        + "; ".join(items[:BREADCRUMB_KEYS])
+        + (f"; + {len(items) - BREADCRUMB_KEYS} more" if len(items) > BREADCRUMB_KEYS else "")
+        + ". The last call in order to write a key keeps it.)"
+        for call, items in notes.items()
+    }
 
 
 def _named(keys: Sequence[str]) -> str:

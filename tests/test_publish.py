@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel
 
 from mcp_state_versions.publish import BREADCRUMB_KEYS, publish, state_key, tool_state_writes
@@ -127,3 +128,65 @@ def test_over_the_budget_the_values_just_written_stay_and_the_oldest_go() -> Non
     assert "value" in entries["t/tool/f2"] and entries["t/tool/f2"]["value"] == "w" * 1500
     assert "value" not in entries["t/tool/f0"]  # the oldest write gave way
     assert "value" in entries["t/tool/f1"]
+
+
+def _refine_tool() -> Any:
+    from langchain_core.tools import tool
+
+    @tool
+    def refine(key: str, value: str, runtime: ToolRuntime) -> Any:
+        """Another tool publishing under the same toolset and tool name as ``put``."""
+        return publish(runtime, "ts", "put", {key: value})
+
+    return refine
+
+
+@pytest.mark.parametrize("wiring", ["build_agent", "create_agent"])
+async def test_different_tools_writing_one_key_in_one_step_are_told(wiring: str) -> None:
+    """put and refine both write ts/put/k in one step. The model's view of both replies
+    says so and names whose value state kept (the later in call order)."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from mcp_state_versions import build_agent
+    from mcp_state_versions.scripted import ScriptedChatModel, call
+
+    from .conversation import put
+
+    seen: list[list[Any]] = []
+    script = iter(
+        [
+            AIMessage(
+                "",
+                tool_calls=[
+                    call("put", "c1", key="k", value="first"),
+                    call("refine", "c2", key="k", value="second"),
+                    call("put", "c3", key="j", value="alone"),
+                ],
+            ),
+            AIMessage("done"),
+        ]
+    )
+
+    def respond(messages: Any) -> AIMessage:
+        seen.append(list(messages))
+        return next(script)
+
+    model = ScriptedChatModel(respond=respond)
+    if wiring == "build_agent":
+        agent = build_agent(model, [put, _refine_tool()])
+    else:
+        from langchain.agents import create_agent
+
+        from mcp_state_versions import SessionStateMiddleware
+
+        agent = create_agent(model, [put, _refine_tool()], middleware=[SessionStateMiddleware()])
+    state = await agent.ainvoke({"messages": [HumanMessage("write them")]})
+    assert state["tool_state"]["ts/put/k"]["value"] == "second"
+    replies = {m.tool_call_id: str(m.content) for m in seen[-1] if isinstance(m, ToolMessage)}
+    assert "ts/put/k also by refine (call c2), state keeps refine's (call c2)" in replies["c1"]
+    assert "ts/put/k also by put (call c1), state keeps this call's" in replies["c2"]
+    assert "Other calls" not in replies["c3"]
+    stored = {
+        m.tool_call_id: str(m.content) for m in state["messages"] if isinstance(m, ToolMessage)
+    }
+    assert "Other calls" not in stored["c1"]  # the model's view is noted; state is not changed
