@@ -187,11 +187,15 @@ async def open_postgres_saver(dsn: str, *, max_size: int = 4) -> AsyncIterator[A
 
 @dataclass(frozen=True, slots=True)
 class PruneResult:
-    """What :func:`prune_thread` removed and what the thread's history now holds."""
+    """What :func:`prune_thread` removed (or, in a dry run, would remove) and what the
+    thread's history holds after it. ``bytes_removed`` is about what storage held for the
+    checkpoints removed: their rows, their writes, and values no kept checkpoint shares."""
 
     deleted: int
     retained_turns: range
     total_turns: int
+    bytes_removed: int = 0
+    dry_run: bool = False
 
 
 async def prune_thread(
@@ -200,6 +204,7 @@ async def prune_thread(
     *,
     keep_turns: int | None = None,
     drop_abandoned: bool = False,
+    dry_run: bool = False,
 ) -> PruneResult:
     """Remove a thread's history older than its last ``keep_turns`` turns, and/or abandoned
     branches.
@@ -211,6 +216,8 @@ async def prune_thread(
     namespace is pruned. The head is never removed, so the thread can go on, and the oldest
     checkpoint kept is sealed first (:func:`seal`), so every retained turn still rebuilds; so
     is the first checkpoint of any other branch whose parent goes.
+
+    ``dry_run=True`` changes nothing and reports the same figures the real prune would.
 
     Both read the thread once, and a checkpoint saved after that read is never deleted. A
     branch that forked off and is still running is, to ``drop_abandoned``, a branch like any
@@ -235,7 +242,10 @@ async def prune_thread(
             if boundary is not None:
                 boundary = max(boundary, 1)  # the head stays, whatever its clock says
                 doomed.extend(on_branch[boundary:])
-                await seal(history.backend, thread_id, history.namespace, on_branch[boundary - 1])
+                if not dry_run:
+                    await seal(
+                        history.backend, thread_id, history.namespace, on_branch[boundary - 1]
+                    )
     if drop_abandoned and on_branch:
         # From the same read as the chain, and only what is older than the head it was read
         # from: a checkpoint saved meanwhile (the next step of a run, a run beside it on
@@ -248,6 +258,11 @@ async def prune_thread(
         kept = set(on_branch)
         doomed.extend(sorted(c for c in everything_ids if c not in kept and c < head))
     doomed = [checkpoint for checkpoint in doomed if checkpoint != on_branch[0]]  # never the head
+    removed = await history.backend.stored_bytes(thread_id, history.namespace, doomed)
+    if dry_run:
+        gone = set(doomed)
+        index = await _Chain(history, thread_id, [c for c in links if c[ID] not in gone]).index()
+        return PruneResult(len(doomed), index.retained, index.total, removed, dry_run=True)
     if doomed:
         gone = set(doomed)
         # Another branch (a fork, or a run beside this one) may start from a checkpoint about
@@ -257,4 +272,4 @@ async def prune_thread(
                 await seal(history.backend, thread_id, history.namespace, link[ID])
         await history.backend.delete(thread_id, history.namespace, doomed)
     index = await history.turns(thread_id)
-    return PruneResult(deleted=len(doomed), retained_turns=index.retained, total_turns=index.total)
+    return PruneResult(len(doomed), index.retained, index.total, removed)

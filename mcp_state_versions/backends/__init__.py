@@ -269,6 +269,38 @@ class Backend:
             return [c.config["configurable"]["checkpoint_id"] for c in self.saver.list(config)]
         return [c.config["configurable"]["checkpoint_id"] async for c in self.saver.alist(config)]
 
+    async def threads(self, after: str | None, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` threads with ids after ``after`` (all, from the first, when
+        ``None``), in id order, each with its root namespace's newest checkpoint id: a page
+        of a sweep. The default lists every checkpoint through the saver's API."""
+        newest: dict[str, str] = {}
+        listed = self.saver.list(None) if self.sync else None
+        if listed is not None:
+            found = [c.config["configurable"] for c in listed]
+        else:
+            found = [c.config["configurable"] async for c in self.saver.alist(None)]
+        for configurable in found:
+            thread, checkpoint = str(configurable["thread_id"]), configurable["checkpoint_id"]
+            if configurable.get("checkpoint_ns", "") == "" and (after is None or thread > after):
+                newest[thread] = max(newest.get(thread, checkpoint), checkpoint)
+        return sorted(newest.items())[:limit]
+
+    async def stored_bytes(
+        self, thread_id: str, namespace: str | None, checkpoint_ids: Sequence[str] | None
+    ) -> int:
+        """About the bytes storage holds for ``checkpoint_ids`` of a namespace (``None``: all
+        of them; ``namespace=None``: the whole thread): their rows, their writes, and values
+        no other checkpoint shares. What a prune or a sweep reports it removed. ``0`` where a
+        saver's storage is not known."""
+        return 0
+
+    async def delete_thread(self, thread_id: str) -> None:
+        """Delete a whole thread, every namespace, through the saver's own API."""
+        if self.sync:
+            self.saver.delete_thread(thread_id)
+        else:
+            await self.saver.adelete_thread(thread_id)
+
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         """Delete checkpoints with their writes, and blobs no remaining checkpoint uses."""
         raise TypeError(

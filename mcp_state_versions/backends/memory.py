@@ -56,6 +56,36 @@ class MemoryBackend(Backend):
         stored = self._stored(thread_id, namespace)
         return max(stored) if stored else None
 
+    async def threads(self, after: str | None, limit: int) -> list[tuple[str, str]]:
+        storage = self.saver.storage  # type: ignore[attr-defined]
+        ids = sorted(t for t in storage if (after is None or t > after) and storage[t].get(""))
+        return [(thread, max(storage[thread][""])) for thread in ids[:limit]]
+
+    async def stored_bytes(
+        self, thread_id: str, namespace: str | None, checkpoint_ids: Sequence[str] | None
+    ) -> int:
+        saver = self.saver
+        namespaces = saver.storage.get(thread_id, {})  # type: ignore[attr-defined]
+        total = 0
+        for ns, stored in namespaces.items():
+            if namespace is not None and ns != namespace:
+                continue
+            chosen = set(stored) if checkpoint_ids is None else set(checkpoint_ids) & set(stored)
+            used: dict[tuple[str, Any], set[str]] = {}
+            for checkpoint_id, (checkpoint, metadata, _) in stored.items():
+                versions = saver.serde.loads_typed(checkpoint)["channel_versions"]
+                for channel, version in versions.items():
+                    used.setdefault((channel, version), set()).add(checkpoint_id)
+                if checkpoint_id in chosen:
+                    total += len(checkpoint[1]) + len(metadata[1] if metadata else b"")
+                    writes = saver.writes.get((thread_id, ns, checkpoint_id), {})  # type: ignore[attr-defined]
+                    total += sum(len(write[2][1] or b"") for write in writes.values())
+            for (channel, version), users in used.items():
+                blob = saver.blobs.get((thread_id, ns, channel, version))  # type: ignore[attr-defined]
+                if blob is not None and users <= chosen:
+                    total += len(blob[1] or b"")
+        return total
+
     def _version(self, thread_id: str, namespace: str, checkpoint_id: str) -> tuple[bool, Any]:
         saved = self._stored(thread_id, namespace).get(checkpoint_id)
         if saved is None:

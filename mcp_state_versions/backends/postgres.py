@@ -76,6 +76,22 @@ _DELETE_UNUSED_BLOBS = (
 )
 
 
+_THREADS_SQL = (
+    "SELECT thread_id, MAX(checkpoint_id) FROM checkpoints WHERE checkpoint_ns = '' "
+    "AND thread_id > %s GROUP BY thread_id ORDER BY thread_id LIMIT %s"
+)
+_EXCLUSIVE_BLOBS_SQL = (
+    "SELECT COALESCE(SUM(length(b.blob)), 0) FROM checkpoint_blobs b "
+    "WHERE b.thread_id = %s AND b.checkpoint_ns = %s AND EXISTS (SELECT 1 FROM checkpoints c "
+    "WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns "
+    "AND c.checkpoint_id = ANY(%s) "
+    "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version) "
+    "AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id "
+    "AND c.checkpoint_ns = b.checkpoint_ns AND NOT (c.checkpoint_id = ANY(%s)) "
+    "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
+)
+
+
 class PostgresBackend(SqlBackend):
     """:class:`~mcp_state_versions.backends.Backend` over either PostgreSQL saver."""
 
@@ -170,6 +186,44 @@ class PostgresBackend(SqlBackend):
                 ),
                 self.native_sync,
             )
+
+    async def threads(self, after: str | None, limit: int) -> list[tuple[str, str]]:
+        rows = await self._rows(_THREADS_SQL, ("" if after is None else after, limit))
+        return [(str(row[0]), str(row[1])) for row in rows]
+
+    async def stored_bytes(
+        self, thread_id: str, namespace: str | None, checkpoint_ids: Sequence[str] | None
+    ) -> int:
+        # A blob counts when every checkpoint using it is among those counted: a value that
+        # another checkpoint shares stays when these go.
+        ns = "" if namespace is None else " AND checkpoint_ns = %s"
+        chosen = "" if checkpoint_ids is None else " AND checkpoint_id = ANY(%s)"
+        params: list[Any] = [thread_id]
+        if namespace is not None:
+            params.append(namespace)
+        if checkpoint_ids is not None:
+            params.append(list(checkpoint_ids))
+        rows = await self._rows(
+            "SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) "
+            f"FROM checkpoints WHERE thread_id = %s{ns}{chosen}",
+            params,
+        )
+        total = int(rows[0][0])
+        rows = await self._rows(
+            "SELECT COALESCE(SUM(length(blob)), 0) FROM checkpoint_writes "
+            f"WHERE thread_id = %s{ns}{chosen}",
+            params,
+        )
+        total += int(rows[0][0])
+        if checkpoint_ids is None:
+            blobs = (
+                "SELECT COALESCE(SUM(length(blob)), 0) FROM checkpoint_blobs WHERE thread_id = %s"
+            )
+            rows = await self._rows(blobs + ns, params)
+        else:
+            ids = list(checkpoint_ids)
+            rows = await self._rows(_EXCLUSIVE_BLOBS_SQL, [thread_id, namespace or "", ids, ids])
+        return total + int(rows[0][0])
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         if not checkpoint_ids:

@@ -308,6 +308,57 @@ class SqliteBackend(SqlBackend):
             ]
         )
 
+    async def threads(self, after: str | None, limit: int) -> list[tuple[str, str]]:
+        rows = await self._rows(
+            "SELECT thread_id, MAX(checkpoint_id) FROM checkpoints WHERE checkpoint_ns = '' "
+            "AND thread_id > ? GROUP BY thread_id ORDER BY thread_id LIMIT ?",
+            ("" if after is None else after, limit),
+        )
+        return [(str(row[0]), str(row[1])) for row in rows]
+
+    async def stored_bytes(
+        self, thread_id: str, namespace: str | None, checkpoint_ids: Sequence[str] | None
+    ) -> int:
+        # SQLite keeps every value in the checkpoint's own row: rows and writes are all.
+        where, params = "thread_id = ?", [thread_id]
+        if namespace is not None:
+            where, params = where + " AND checkpoint_ns = ?", [*params, namespace]
+        total = 0
+        ids = list(checkpoint_ids) if checkpoint_ids is not None else [None]
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            chosen, args = where, params
+            if checkpoint_ids is not None:
+                chosen = f"{where} AND checkpoint_id IN ({','.join('?' * len(part))})"
+                args = [*params, *part]
+            for sql in (
+                f"SELECT COALESCE(SUM(length(checkpoint) + length(metadata)), 0) "
+                f"FROM checkpoints WHERE {chosen}",
+                f"SELECT COALESCE(SUM(length(value)), 0) FROM writes WHERE {chosen}",
+            ):
+                total += int((await self._rows(sql, args))[0][0])
+        return total
+
+    async def vacuum(self) -> int:
+        """``VACUUM`` the file (and truncate its WAL); the bytes the database shrank by."""
+
+        async def size() -> int:
+            pages = (await self._rows("PRAGMA page_count", ()))[0][0]
+            return int(pages) * int((await self._rows("PRAGMA page_size", ()))[0][0])
+
+        before = await size()
+        if self.native_sync:
+            with self.saver.cursor(transaction=False) as cursor:
+                cursor.execute("VACUUM")
+                cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:
+            await self.saver.setup()
+            async with self.saver.lock:
+                await self.saver.conn.commit()
+                await self.saver.conn.execute("VACUUM")
+                await self.saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return before - await size()
+
     async def latest_per_namespace(self, thread_id: str) -> list[tuple[str, str]]:
         """``(namespace, newest checkpoint id)`` of each namespace of the thread."""
         return [

@@ -1,0 +1,236 @@
+"""Sweeping: retention over every thread of a saver, by age and by turns, with a dry run.
+
+:func:`~mcp_state_versions.retention.prune_thread` works on one thread. A deployment wants a
+policy applied to all of them, left running: threads nobody has written to for a while go
+whole, the others keep their last N turns. :func:`sweep` is that, built so it can run beside
+agents that are writing:
+
+* **In pages.** Threads are listed a page at a time, in id order, and each thread is pruned on
+  its own, so no statement covers more than one thread and no lock is held for long.
+* **Resumable.** The report names the last thread done (``resume_after``); passing it back as
+  ``after=`` goes on from there after an interruption. A thread swept twice loses nothing the
+  first sweep kept: the policy is the same, so the second finds nothing more to remove.
+* **Safe beside writers.** Pruning has the guarantees of :func:`prune_thread` (one read of the
+  thread, the head and anything saved after that read kept, other branches sealed). A thread
+  is deleted for idleness only if its newest checkpoint is older than ``idle_for`` when it is
+  listed *and* is still the newest when it is about to go: a run that started meanwhile
+  makes it active again, and it stays.
+* **A dry run tells the truth.** ``dry_run=True`` changes nothing and reports the figures the
+  same sweep would: the same threads, checkpoints and bytes.
+
+A thread's age is that of its newest checkpoint in the root namespace, read from the
+checkpoint id (LangGraph's ids are version-6 UUIDs, which carry the time they were made) or,
+for an id that carries none, from the checkpoint's own ``ts``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from .backends import Backend, backend_for
+from .retention import prune_thread
+
+__all__ = ["SweepPolicy", "SweepProgress", "SweepReport", "checkpoint_time", "reclaim", "sweep"]
+
+_UUID_EPOCH = 0x01B21DD213814000
+"""100-ns intervals between the UUID epoch (1582-10-15) and the Unix epoch."""
+
+
+def checkpoint_time(checkpoint_id: str) -> float | None:
+    """When a checkpoint was made (Unix seconds), from its version-6 UUID id; ``None`` when the
+    id is not one."""
+    try:
+        value = uuid.UUID(checkpoint_id)
+    except ValueError:
+        return None
+    if value.version != 6:
+        return None
+    stamp = ((value.int >> 80) << 12) | ((value.int >> 64) & 0x0FFF)
+    return (stamp - _UUID_EPOCH) / 10_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPolicy:
+    """What a sweep removes: threads idle longer than ``idle_for`` (seconds) whole; from the
+    others, turns older than their last ``keep_turns``, and with ``drop_abandoned`` the
+    branches forks left behind. At least one of them must be given."""
+
+    keep_turns: int | None = None
+    idle_for: float | None = None
+    drop_abandoned: bool = False
+
+    def __post_init__(self) -> None:
+        if self.keep_turns is not None and self.keep_turns < 1:
+            raise ValueError(f"keep_turns must be at least 1, got {self.keep_turns}")
+        if self.idle_for is not None and self.idle_for <= 0:
+            raise ValueError(f"idle_for must be a positive number of seconds, got {self.idle_for}")
+        if self.keep_turns is None and self.idle_for is None and not self.drop_abandoned:
+            raise ValueError("say what to sweep: keep_turns=N, idle_for=SECONDS, drop_abandoned")
+
+    @property
+    def prunes(self) -> bool:
+        return self.keep_turns is not None or self.drop_abandoned
+
+
+@dataclass(frozen=True, slots=True)
+class SweepReport:
+    """What a sweep removed (a dry run: would remove). ``resume_after`` is the last thread it
+    finished when it stopped early (``limit``), for ``sweep(..., after=)``; ``None`` once every
+    thread was seen. ``bytes_removed`` is about what storage held for what went."""
+
+    threads_seen: int = 0
+    threads_deleted: int = 0
+    threads_pruned: int = 0
+    checkpoints_removed: int = 0
+    bytes_removed: int = 0
+    dry_run: bool = False
+    resume_after: str | None = None
+    seconds: float = 0.0
+    deleted: tuple[str, ...] = field(default=(), repr=False)
+    pruned: tuple[str, ...] = field(default=(), repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepProgress:
+    """Where a running sweep is: handed to ``progress`` after each thread."""
+
+    thread_id: str
+    action: str
+    report: SweepReport
+
+
+async def sweep(
+    saver: BaseCheckpointSaver,
+    *,
+    keep_turns: int | None = None,
+    idle_for: float | timedelta | None = None,
+    drop_abandoned: bool = False,
+    dry_run: bool = False,
+    after: str | None = None,
+    limit: int | None = None,
+    page: int = 200,
+    now: Callable[[], float] = time.time,
+    progress: Callable[[SweepProgress], None] | None = None,
+) -> SweepReport:
+    """Apply a retention policy to every thread of ``saver`` (see the module docstring).
+
+    ``idle_for`` (seconds or a ``timedelta``): a thread whose newest checkpoint is older is
+    deleted whole. ``keep_turns``/``drop_abandoned``: every other thread is pruned as
+    :func:`~mcp_state_versions.retention.prune_thread` does. ``after`` resumes after a thread
+    id; ``limit`` stops after that many threads (the report's ``resume_after`` says where);
+    ``page`` is how many threads are listed at a time. Works on ``InMemorySaver``, the SQLite
+    savers and the PostgreSQL savers (and their subclasses).
+    """
+    if isinstance(idle_for, timedelta):
+        idle_for = idle_for.total_seconds()
+    policy = SweepPolicy(keep_turns=keep_turns, idle_for=idle_for, drop_abandoned=drop_abandoned)
+    backend = backend_for(saver)
+    started = time.monotonic()
+    report = SweepReport(dry_run=dry_run)
+    deleted: list[str] = []
+    pruned: list[str] = []
+    cursor = after
+    while limit is None or report.threads_seen < limit:
+        size = page if limit is None else min(page, limit - report.threads_seen)
+        listed = await backend.threads(cursor, size)
+        if not listed:
+            cursor = None
+            break
+        for thread_id, head in listed:
+            action, removed, freed = await _sweep_one(
+                saver, backend, thread_id, head, policy, dry_run=dry_run, now=now()
+            )
+            if action == "deleted":
+                deleted.append(thread_id)
+            elif action == "pruned":
+                pruned.append(thread_id)
+            report = replace(
+                report,
+                threads_seen=report.threads_seen + 1,
+                threads_deleted=len(deleted),
+                threads_pruned=len(pruned),
+                checkpoints_removed=report.checkpoints_removed + removed,
+                bytes_removed=report.bytes_removed + freed,
+            )
+            cursor = thread_id
+            if progress is not None:
+                progress(SweepProgress(thread_id, action, report))
+        if len(listed) < size:
+            cursor = None
+            break
+    more = cursor is not None and bool(await backend.threads(cursor, 1))
+    return replace(
+        report,
+        resume_after=cursor if more else None,
+        seconds=time.monotonic() - started,
+        deleted=tuple(deleted),
+        pruned=tuple(pruned),
+    )
+
+
+async def _sweep_one(
+    saver: BaseCheckpointSaver,
+    backend: Backend,
+    thread_id: str,
+    head: str,
+    policy: SweepPolicy,
+    *,
+    dry_run: bool,
+    now: float,
+) -> tuple[str, int, int]:
+    """``(action, checkpoints removed, bytes removed)`` for one thread."""
+    if policy.idle_for is not None:
+        made = await _head_time(backend, thread_id, head)
+        if made is not None and now - made > policy.idle_for:
+            removed = len(await backend.checkpoint_ids(thread_id, ""))
+            freed = await backend.stored_bytes(thread_id, None, None)
+            if dry_run:
+                return "deleted", removed, freed
+            # Written to since it was listed: a run is going on, and the thread stays.
+            if await backend.head(thread_id, "") == head:
+                await backend.delete_thread(thread_id)
+                return "deleted", removed, freed
+            return "kept", 0, 0
+    if not policy.prunes:
+        return "kept", 0, 0
+    result = await prune_thread(
+        saver,
+        thread_id,
+        keep_turns=policy.keep_turns,
+        drop_abandoned=policy.drop_abandoned,
+        dry_run=dry_run,
+    )
+    if result.deleted == 0:
+        return "kept", 0, 0
+    return "pruned", result.deleted, result.bytes_removed
+
+
+async def _head_time(backend: Backend, thread_id: str, head: str) -> float | None:
+    made = checkpoint_time(head)
+    if made is not None:
+        return made
+    saved = await backend._tuple(thread_id, "", head)
+    stamp = (saved.checkpoint or {}).get("ts") if saved is not None else None
+    try:
+        return datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else None
+    except ValueError:
+        return None
+
+
+async def reclaim(saver: BaseCheckpointSaver) -> int | None:
+    """Give the space a sweep freed back to the system where the store leaves it to be asked:
+    SQLite's ``VACUUM``, returning the bytes the file shrank by. ``None`` for stores that
+    reclaim space themselves (PostgreSQL's autovacuum reuses it; the in-memory saver frees it
+    at once)."""
+    from .backends.sqlite import SqliteBackend
+
+    backend = backend_for(saver)
+    if not isinstance(backend, SqliteBackend):
+        return None
+    return await backend.vacuum()

@@ -1,0 +1,159 @@
+"""Sweeping every thread of a saver: idle threads go whole, the rest keep their last turns,
+a dry run changes nothing and predicts the real run, a sweep resumes where it stopped, and
+writers running beside it lose nothing the policy keeps."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from mcp_state_versions.agent import run_turn
+from mcp_state_versions.checkpoint_walk import CheckpointHistory
+from mcp_state_versions.demo import GAZETTEER
+from mcp_state_versions.retention import PruningInMemorySaver, PruningSqliteSaver
+from mcp_state_versions.sweep import checkpoint_time, reclaim, sweep
+
+from .conftest import PG_DSN, _check_postgres
+from .helpers import BBOX, agent_on
+from .workers import place_of
+
+KINDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@asynccontextmanager
+async def fresh_saver(kind: str, tmp_path: Path) -> AsyncIterator[tuple[Any, str]]:
+    """A saver holding nothing yet, and where it is (a sweep sees every thread, so each test
+    has a store of its own: a SQLite file, or a PostgreSQL database made for it)."""
+    if kind == "memory":
+        yield PruningInMemorySaver(), ""
+    elif kind == "sqlite":
+        path = str(tmp_path / "sweep.sqlite")
+        async with PruningSqliteSaver.from_conn_string(path) as saver:
+            await saver.setup()
+            yield saver, path
+    else:
+        import psycopg
+
+        from mcp_state_versions.retention import open_postgres_saver
+
+        await _check_postgres()
+        name = f"sweep_{uuid4().hex[:12]}"
+        admin = await psycopg.AsyncConnection.connect(PG_DSN, autocommit=True)
+        await admin.execute(f"CREATE DATABASE {name}")
+        dsn = PG_DSN.rsplit("/", 1)[0] + f"/{name}"
+        try:
+            async with open_postgres_saver(dsn) as saver:
+                yield saver, dsn
+        finally:
+            await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+            await admin.close()
+
+
+async def _turns(saver: Any, thread_id: str, count: int) -> None:
+    agent = agent_on(saver, ring_size=0)
+    for turn in range(1, count + 1):
+        await run_turn(agent, thread_id, f"find {place_of(turn)}")
+
+
+def test_a_checkpoint_id_tells_when_it_was_made() -> None:
+    from langgraph.checkpoint.base.id import uuid6
+
+    assert abs(checkpoint_time(str(uuid6())) - time.time()) < 2  # type: ignore[operator]
+    assert checkpoint_time("not-a-uuid") is None and checkpoint_time(str(uuid4())) is None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_idle_threads_go_whole_and_the_others_keep_their_last_turns(
+    kind: str, tmp_path: Path
+) -> None:
+    async with fresh_saver(kind, tmp_path) as (saver, _):
+        for thread in ("idle-a", "idle-b"):
+            await _turns(saver, thread, 2)
+        await asyncio.sleep(1.5)
+        for thread in ("live-a", "live-b", "live-c"):
+            await _turns(saver, thread, 4)
+        dry = await sweep(saver, keep_turns=2, idle_for=1.0, dry_run=True)
+        history = CheckpointHistory(saver)
+        assert await history.present("idle-a") is not None  # a dry run removed nothing
+        done = await sweep(saver, keep_turns=2, idle_for=1.0)
+        assert (done.threads_seen, done.threads_deleted, done.threads_pruned) == (5, 2, 3)
+        assert done.deleted == ("idle-a", "idle-b")
+        for figure in ("threads_deleted", "threads_pruned", "checkpoints_removed"):
+            assert getattr(dry, figure) == getattr(done, figure), figure
+        assert dry.bytes_removed == done.bytes_removed > 0
+        assert await history.present("idle-a") is None
+        for thread in ("live-a", "live-b", "live-c"):
+            index = await history.turns(thread)
+            assert index.total == 4 and index.retained[0] <= 3
+            snapshot = await history.tool_state_at(thread, 4)
+            assert snapshot.tool_state is not None
+            assert snapshot.tool_state[BBOX]["value"] == GAZETTEER[place_of(4).lower()]["bbox"]
+        again = await sweep(saver, keep_turns=2, idle_for=1.0)
+        assert again.checkpoints_removed == 0 and again.threads_deleted == 0
+
+
+async def test_a_sweep_resumes_where_it_stopped(tmp_path: Path) -> None:
+    async with fresh_saver("sqlite", tmp_path) as (saver, _):
+        for thread in ("t1", "t2", "t3"):
+            await _turns(saver, thread, 3)
+        first = await sweep(saver, keep_turns=1, limit=2, page=1)
+        assert first.threads_seen == 2 and first.resume_after == "t2"
+        rest = await sweep(saver, keep_turns=1, after=first.resume_after)
+        assert rest.threads_seen == 1 and rest.pruned == ("t3",) and rest.resume_after is None
+
+
+async def test_a_dry_run_leaves_the_sqlite_file_byte_for_byte(tmp_path: Path) -> None:
+    async with fresh_saver("sqlite", tmp_path) as (saver, path):
+        for thread in ("a", "b"):
+            await _turns(saver, thread, 3)
+        await asyncio.sleep(0.1)  # both idle for longer than the sweep's 0.01 s
+        # The database and its WAL, byte for byte (the -shm file is SQLite's shared-memory
+        # index of the WAL, which every reader writes to)
+        files = [Path(path), Path(path + "-wal")]
+        before = [(p.name, p.read_bytes()) for p in files]
+        report = await sweep(saver, keep_turns=1, idle_for=0.01, dry_run=True)
+        assert report.threads_deleted == 2 and report.dry_run
+        assert [(p.name, p.read_bytes()) for p in files] == before
+        real = await sweep(saver, keep_turns=1, idle_for=0.01)
+        assert (real.threads_deleted, real.checkpoints_removed, real.bytes_removed) == (
+            report.threads_deleted,
+            report.checkpoints_removed,
+            report.bytes_removed,
+        )
+        assert (await reclaim(saver) or 0) > 0  # VACUUM gave the space back
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_sweeps_beside_a_writer_keep_what_the_policy_keeps(kind: str, tmp_path: Path) -> None:
+    """A writer in another process runs turns on one thread while this one sweeps over and
+    over with a short idle time: the thread is active, so it is never deleted, and every turn
+    the policy keeps reads right."""
+    async with fresh_saver(kind, tmp_path) as (saver, where):
+        thread = "written-meanwhile"
+        await _turns(saver, thread, 1)
+        command = [sys.executable, "-m", "tests.workers", "write", where, thread, "15"]
+        writer = subprocess.Popen(command)
+        sweeps = 0
+        while writer.poll() is None:
+            report = await sweep(saver, keep_turns=3, idle_for=3.0)
+            assert report.threads_deleted == 0
+            sweeps += 1
+        assert writer.returncode == 0 and sweeps > 1
+        await sweep(saver, keep_turns=3)
+        history = CheckpointHistory(saver)
+        index = await history.turns(thread)
+        assert index.total == 16 and index.retained[-1] == 16
+        for turn in index.retained:
+            snapshot = await history.tool_state_at(thread, turn)
+            assert snapshot.tool_state is not None, turn
+            expected = GAZETTEER[place_of(turn - 1 if turn > 1 else 1).lower()]["bbox"]
+            assert snapshot.tool_state[BBOX]["value"] == expected, turn
