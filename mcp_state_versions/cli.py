@@ -7,6 +7,9 @@
                                [--checkpoint ID] [--json]
     mcp-state-versions turns   --checkpointer SPEC --thread T [--checkpoint ID] [--json]
     mcp-state-versions prune   --checkpointer SPEC --thread T [--keep-turns N] [--drop-abandoned]
+                               [--dry-run] [--json]
+    mcp-state-versions sweep   --checkpointer SPEC [--keep-turns N] [--idle-for 30d]
+                               [--drop-abandoned] [--dry-run] [--yes] [--vacuum] [--json]
     mcp-state-versions index   --checkpointer sqlite:PATH
     mcp-state-versions serve   --checkpointer SPEC [--host 127.0.0.1] [--port 8000]
 
@@ -66,6 +69,25 @@ exit codes:
   9  the store did not answer, or cannot be written (HTTP 503 store_unavailable)
  10  serve cannot listen on the host and port (in use, or not allowed)
 """
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _duration(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``45s`` (or plain seconds) as seconds."""
+    number, unit = text[:-1], text[-1:].lower()
+    if unit.isdigit():
+        number, unit = text, "s"
+    try:
+        seconds = float(number) * _UNITS[unit]
+    except (KeyError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"a duration is a number and a unit (30d, 12h, 90m, 45s), not {text!r}"
+        ) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"a duration must be more than zero, not {text!r}")
+    return seconds
 
 
 def _port(text: str) -> int:
@@ -158,6 +180,28 @@ def _parser() -> argparse.ArgumentParser:
     prune = thread_command("prune", "remove old turns and/or abandoned branches of a thread")
     prune.add_argument("--keep-turns", type=int, metavar="N", help="keep the last N turns")
     prune.add_argument("--drop-abandoned", action="store_true", help="delete forked-off branches")
+    prune.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
+    prune.add_argument("--json", action="store_true", help="print JSON")
+
+    sweep = command(
+        "sweep",
+        "apply a retention policy to every thread: delete idle ones, prune the others",
+    )
+    sweep.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
+    sweep.add_argument("--keep-turns", type=int, metavar="N", help="keep each thread's last turns")
+    sweep.add_argument(
+        "--idle-for",
+        type=_duration,
+        metavar="DURATION",
+        help="delete threads not written to for this long (30d, 12h, 90m, 45s)",
+    )
+    sweep.add_argument("--drop-abandoned", action="store_true", help="delete forked-off branches")
+    sweep.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
+    sweep.add_argument("--yes", action="store_true", help="do not ask before removing anything")
+    sweep.add_argument(
+        "--vacuum", action="store_true", help="SQLite: VACUUM afterwards, reporting the bytes freed"
+    )
+    sweep.add_argument("--json", action="store_true", help="print the report as JSON")
 
     serve = command("serve", "serve the HTTP API (extra 'api')")
     serve.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
@@ -180,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "index":
             return asyncio.run(_index(args))
+        if args.command == "sweep":
+            return asyncio.run(_sweep(args))
         return asyncio.run(_operate(args))
     except NotACheckpointDatabase as error:
         return _fail(error, "not_a_checkpoint_database")
@@ -212,6 +258,13 @@ def _check_usage(args: argparse.Namespace) -> None:
             raise UsageError("use either --turn N (one turn) or --versions (all of them)")
         if args.turn is not None and args.turn < 1:
             raise UsageError(f"--turn must be 1 or more (turn 1 is the first), got {args.turn}")
+    if args.command == "sweep":
+        if args.keep_turns is None and args.idle_for is None and not args.drop_abandoned:
+            raise UsageError(
+                "say what to sweep: --keep-turns N, --idle-for DURATION, --drop-abandoned"
+            )
+        if args.keep_turns is not None and args.keep_turns < 1:
+            raise UsageError(f"--keep-turns must be at least 1, got {args.keep_turns}")
     if args.command == "prune":
         if args.keep_turns is None and not args.drop_abandoned:
             raise UsageError("say what to prune: --keep-turns N, --drop-abandoned, or both")
@@ -221,10 +274,10 @@ def _check_usage(args: argparse.Namespace) -> None:
             )
 
 
-def _console() -> Any:
+def _console(*, stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, stderr=stderr)
 
 
 async def _operate(args: argparse.Namespace) -> int:
@@ -233,7 +286,7 @@ async def _operate(args: argparse.Namespace) -> int:
     from .history import retained_span, turn_span
 
     console = _console()
-    writes = args.command == "prune"
+    writes = args.command == "prune" and not args.dry_run
     async with open_checkpointer(args.checkpointer, create=False, read_only=not writes) as saver:
         checkpoint = getattr(args, "checkpoint", None)
         history = CheckpointHistory(
@@ -382,17 +435,131 @@ def _answer(console: Any, args: argparse.Namespace, answer: Any, keys: list[str]
 
 
 async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
-    from .history import turn_span
+    from .history import retained_span, turn_span
     from .retention import prune_thread
 
     result = await prune_thread(
-        saver, args.thread, keep_turns=args.keep_turns, drop_abandoned=args.drop_abandoned
+        saver,
+        args.thread,
+        keep_turns=args.keep_turns,
+        drop_abandoned=args.drop_abandoned,
+        dry_run=args.dry_run,
     )
+    if args.json:
+        console.print_json(
+            data={
+                "thread_id": args.thread,
+                "dry_run": result.dry_run,
+                "checkpoints_removed": result.deleted,
+                "bytes_removed": result.bytes_removed,
+                "total": result.total_turns,
+                "retained": retained_span(result.retained_turns),
+            }
+        )
+        return 0
+    verb = "would remove" if result.dry_run else "removed"
     console.print(
-        f"thread {args.thread}: removed {result.deleted} checkpoints; "
-        f"{result.total_turns} turns, retained: {turn_span(result.retained_turns)}",
+        f"thread {args.thread}: {verb} {result.deleted} checkpoints "
+        f"({_bytes(result.bytes_removed)}); {result.total_turns} turns, retained: "
+        f"{turn_span(result.retained_turns)}",
         markup=False,
+        soft_wrap=True,
     )
+    return 0
+
+
+def _bytes(count: int) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} bytes"
+
+
+async def _sweep(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .checkpointers import open_checkpointer
+    from .sweep import reclaim, sweep
+
+    console = _console()
+    errors = _console(stderr=True)
+    policy = {
+        "keep_turns": args.keep_turns,
+        "idle_for": args.idle_for,
+        "drop_abandoned": args.drop_abandoned,
+    }
+    async with open_checkpointer(args.checkpointer, create=False, read_only=args.dry_run) as saver:
+        planned = await sweep(saver, **policy, dry_run=True)
+        if args.dry_run:
+            return _swept(console, args, planned, None)
+        if planned.checkpoints_removed == 0:  # nothing to remove: the sweep is done
+            return _swept(console, args, replace(planned, dry_run=False), None)
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise UsageError(
+                    "a sweep removes threads and turns: pass --yes to go ahead, or --dry-run "
+                    "to see what would go"
+                )
+            errors.print(_summary(args, planned), markup=False, soft_wrap=True)
+            if input("Go ahead? [y/N] ").strip().lower() not in ("y", "yes"):
+                errors.print("nothing removed", markup=False)
+                return 0
+        report = await _with_progress(errors, saver, policy, planned.threads_seen)
+        freed = await reclaim(saver) if args.vacuum else None
+    return _swept(console, args, report, freed)
+
+
+async def _with_progress(errors: Any, saver: Any, policy: dict[str, Any], total: int) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from .sweep import sweep
+
+    columns = (
+        TextColumn("sweeping"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[last]}"),
+    )
+    with Progress(*columns, console=errors, transient=True) as bar:
+        task = bar.add_task("sweep", total=total or None, last="")
+
+        def advance(step: Any) -> None:
+            bar.update(task, completed=step.report.threads_seen, last=step.thread_id)
+
+        return await sweep(saver, **policy, progress=advance)
+
+
+def _summary(args: argparse.Namespace, report: Any, freed: int | None = None) -> str:
+    verb = (
+        ("would delete", "would prune", "would remove")
+        if report.dry_run
+        else ("deleted", "pruned", "removed")
+    )
+    text = (
+        f"{args.checkpointer}: {report.threads_seen} threads; {verb[0]} "
+        f"{report.threads_deleted} idle, {verb[1]} {report.threads_pruned}; {verb[2]} "
+        f"{report.checkpoints_removed} checkpoints ({_bytes(report.bytes_removed)})"
+    )
+    if freed is not None:
+        text += f"; VACUUM freed {_bytes(freed)}"
+    return text
+
+
+def _swept(console: Any, args: argparse.Namespace, report: Any, freed: int | None) -> int:
+    if args.json:
+        data = {
+            "dry_run": report.dry_run,
+            "threads_seen": report.threads_seen,
+            "threads_deleted": report.threads_deleted,
+            "threads_pruned": report.threads_pruned,
+            "checkpoints_removed": report.checkpoints_removed,
+            "bytes_removed": report.bytes_removed,
+            "bytes_reclaimed": freed,
+            "seconds": round(report.seconds, 3),
+        }
+        console.print_json(data=data)
+    else:
+        console.print(_summary(args, report, freed), markup=False, soft_wrap=True)
     return 0
 
 

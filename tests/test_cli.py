@@ -381,3 +381,48 @@ def test_serve_refuses_ports_it_cannot_use_in_one_line(demo_file: tuple[str, str
         port = str(busy.getsockname()[1])
         done = _cli("serve", "--checkpointer", spec, "--port", port)
     _one_line(done, 10, f"cannot listen on 127.0.0.1:{port}")
+
+
+def test_sweep_from_the_command_line(tmp_path: Path) -> None:
+    """A dry run first (read-only: the file is unchanged), then the real sweep with --yes
+    gives the same figures, and --vacuum reports what it freed; without --yes and no
+    terminal to ask at, it refuses in one line."""
+    import asyncio
+
+    from mcp_state_versions.agent import run_turn
+    from mcp_state_versions.retention import PruningSqliteSaver
+
+    from .helpers import agent_on
+
+    path = tmp_path / "many.sqlite"
+
+    async def write() -> None:
+        async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
+            for thread in ("one", "two", "three"):
+                for text in ["find Copenhagen", "find Aarhus", "find Oslo"]:
+                    await run_turn(agent_on(saver, ring_size=0), thread, text)
+
+    asyncio.run(write())
+    spec = f"sqlite:{path}"
+    before = _digest(path)
+    done = _cli("sweep", "--checkpointer", spec, "--keep-turns", "1", "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr
+    planned = json.loads(done.stdout)
+    assert planned["dry_run"] and planned["threads_pruned"] == 3
+    assert planned["checkpoints_removed"] > 0 and _digest(path) == before
+    _one_line(_cli("sweep", "--checkpointer", spec, "--keep-turns", "1"), 2, "--yes")
+    _one_line(_cli("sweep", "--checkpointer", spec), 2, "say what to sweep")
+    done = _cli("sweep", "--checkpointer", spec, "--idle-for", "soon")
+    assert done.returncode == 2 and "a duration is a number and a unit" in done.stderr
+    done = _cli("sweep", "--checkpointer", spec, "--keep-turns", "1", "--yes", "--vacuum",
+                "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    for figure in ("threads_pruned", "checkpoints_removed", "bytes_removed"):
+        assert report[figure] == planned[figure], figure
+    assert report["bytes_reclaimed"] > 0 and not report["dry_run"]
+    done = _cli("sweep", "--checkpointer", spec, "--keep-turns", "1", "--yes")
+    assert done.returncode == 0 and "removed 0 checkpoints" in done.stdout, done.stdout
+    done = _cli("prune", "--checkpointer", spec, "--thread", "one", "--keep-turns", "1",
+                "--dry-run")  # fmt: skip
+    assert done.returncode == 0 and "would remove 0 checkpoints" in done.stdout, done.stdout
