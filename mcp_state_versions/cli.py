@@ -71,23 +71,13 @@ exit codes:
 """
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
 def _duration(text: str) -> float:
-    """``30d``, ``12h``, ``90m``, ``45s`` (or plain seconds) as seconds."""
-    number, unit = text[:-1], text[-1:].lower()
-    if unit.isdigit():
-        number, unit = text, "s"
+    from .sweep import parse_duration
+
     try:
-        seconds = float(number) * _UNITS[unit]
-    except (KeyError, ValueError):
-        raise argparse.ArgumentTypeError(
-            f"a duration is a number and a unit (30d, 12h, 90m, 45s), not {text!r}"
-        ) from None
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"a duration must be more than zero, not {text!r}")
-    return seconds
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _port(text: str) -> int:
@@ -605,11 +595,25 @@ def _serve(args: argparse.Namespace) -> int:
             "cannot_listen",
         )
 
+    from .sweep import SweepSchedule
+
+    schedule = SweepSchedule.from_env()  # a sweeper writes; without one, serve only reads
+    if schedule is not None:  # what each sweep removed goes to the log, beside uvicorn's
+        import logging
+
+        log = logging.getLogger("mcp_state_versions")
+        if not log.handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+            log.addHandler(handler)
+            log.setLevel(logging.INFO)
+
     async def run() -> None:
-        async with open_checkpointer(args.checkpointer, create=False, read_only=True) as saver:
-            server = uvicorn.Server(
-                uvicorn.Config(create_app(saver), host=args.host, port=args.port)
-            )
+        async with open_checkpointer(
+            args.checkpointer, create=False, read_only=schedule is None
+        ) as saver:
+            app = create_app(saver, sweep=schedule)
+            server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port))
             await server.serve()
 
     asyncio.run(run())

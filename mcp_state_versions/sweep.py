@@ -25,18 +25,61 @@ for an id that carries none, from the checkpoint's own ``ts``.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .backends import Backend, backend_for
 from .retention import prune_thread
 
-__all__ = ["SweepPolicy", "SweepProgress", "SweepReport", "checkpoint_time", "reclaim", "sweep"]
+__all__ = [
+    "ENV_PREFIX",
+    "SweepPolicy",
+    "SweepProgress",
+    "SweepReport",
+    "SweepSchedule",
+    "checkpoint_time",
+    "parse_duration",
+    "reclaim",
+    "sweep",
+    "sweeping",
+]
+
+logger = logging.getLogger(__name__)
+
+ENV_PREFIX = "MCP_STATE_VERSIONS_SWEEP_"
+"""Environment variables of a background sweeper: ``..._EVERY`` (a duration; none: no
+sweeper), ``..._KEEP_TURNS``, ``..._IDLE_FOR`` (a duration), ``..._DROP_ABANDONED``."""
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` (or plain seconds) as seconds; ``ValueError``
+    naming the forms otherwise."""
+    text = text.strip()
+    number, unit = text[:-1], text[-1:].lower()
+    if unit.isdigit() or unit == ".":
+        number, unit = text, "s"
+    try:
+        seconds = float(number) * _UNITS[unit]
+    except (KeyError, ValueError):
+        raise ValueError(
+            f"a duration is a number and a unit (30d, 12h, 90m, 45s), not {text!r}"
+        ) from None
+    if not seconds > 0:
+        raise ValueError(f"a duration must be more than zero, not {text!r}")
+    return seconds
+
 
 _UUID_EPOCH = 0x01B21DD213814000
 """100-ns intervals between the UUID epoch (1582-10-15) and the Unix epoch."""
@@ -234,3 +277,110 @@ async def reclaim(saver: BaseCheckpointSaver) -> int | None:
     if not isinstance(backend, SqliteBackend):
         return None
     return await backend.vacuum()
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSchedule:
+    """A background sweeper's settings: a sweep with ``policy`` every ``every`` seconds."""
+
+    every: float
+    policy: SweepPolicy
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> SweepSchedule | None:
+        """The schedule the environment sets (see :data:`ENV_PREFIX`), or ``None`` when
+        ``MCP_STATE_VERSIONS_SWEEP_EVERY`` is unset. A value that does not parse raises
+        ``ValueError`` naming the variable: a sweeper that deletes must not guess."""
+        environ = os.environ if environ is None else environ
+        every = environ.get(ENV_PREFIX + "EVERY", "").strip()
+        if not every:
+            return None
+
+        def read(name: str, parse: Callable[[str], Any]) -> Any:
+            raw = environ.get(ENV_PREFIX + name, "").strip()
+            if not raw:
+                return None
+            try:
+                return parse(raw)
+            except ValueError as error:
+                raise ValueError(f"{ENV_PREFIX}{name}: {error}") from None
+
+        interval = read("EVERY", parse_duration)
+        drop = read("DROP_ABANDONED", _flag) or False
+        try:
+            policy = SweepPolicy(read("KEEP_TURNS", int), read("IDLE_FOR", parse_duration), drop)
+        except ValueError as error:
+            raise ValueError(f"{ENV_PREFIX}*: {error}") from None
+        return cls(interval, policy)
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"say true or false, not {text!r}")
+
+
+@asynccontextmanager
+async def sweeping(
+    checkpointer: BaseCheckpointSaver | Callable[[], BaseCheckpointSaver],
+    schedule: SweepSchedule | None = None,
+) -> AsyncIterator[None]:
+    """A lifespan that runs a sweeper in the background while it is entered.
+
+    ``schedule`` defaults to :meth:`SweepSchedule.from_env` (no variable set: no sweeper).
+    ``checkpointer`` is a saver or a function returning one, called at each sweep (the Agent
+    Server attaches its checkpointer after the app starts). Each sweep is logged on the
+    ``mcp_state_versions.sweep`` logger with what it removed; a sweep that fails is logged
+    and the next one runs on schedule.
+    """
+    schedule = schedule if schedule is not None else SweepSchedule.from_env()
+    if schedule is None:
+        yield
+        return
+    task = asyncio.create_task(_sweep_forever(checkpointer, schedule))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+
+
+async def _sweep_forever(
+    checkpointer: BaseCheckpointSaver | Callable[[], BaseCheckpointSaver],
+    schedule: SweepSchedule,
+) -> None:
+    policy = schedule.policy
+    logger.info(
+        "sweeping every %gs: keep_turns=%s idle_for=%s drop_abandoned=%s",
+        schedule.every,
+        policy.keep_turns,
+        policy.idle_for,
+        policy.drop_abandoned,
+    )
+    while True:
+        try:
+            saver = (
+                checkpointer if isinstance(checkpointer, BaseCheckpointSaver) else checkpointer()
+            )
+            report = await sweep(
+                saver,
+                keep_turns=policy.keep_turns,
+                idle_for=policy.idle_for,
+                drop_abandoned=policy.drop_abandoned,
+            )
+            logger.info(
+                "swept %d threads: deleted %d idle, pruned %d, removed %d checkpoints "
+                "(%d bytes) in %.2fs",
+                report.threads_seen,
+                report.threads_deleted,
+                report.threads_pruned,
+                report.checkpoints_removed,
+                report.bytes_removed,
+                report.seconds,
+            )
+        except Exception:  # the sweeper outlives a failed sweep; the next one runs on time
+            logger.exception("a sweep failed; the next runs in %gs", schedule.every)
+        await asyncio.sleep(schedule.every)

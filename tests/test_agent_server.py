@@ -64,6 +64,10 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+LOGS: dict[str, Path] = {}
+"""Each running server's log, by its URL."""
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = _server_env()
@@ -86,10 +90,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         cwd=workdir,
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1"},
+        env={
+            **os.environ,
+            "LANGSMITH_TRACING": "false",
+            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+            # The example app's lifespan runs the sweeper; a thirty-day idle time removes
+            # nothing the other tests here write.
+            "MCP_STATE_VERSIONS_SWEEP_EVERY": "1s",
+            "MCP_STATE_VERSIONS_SWEEP_IDLE_FOR": "30d",
+        },
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
+    LOGS[url] = workdir / "server.log"
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -155,3 +168,13 @@ async def test_the_agent_server_runs_the_library(server: str, graph: str, source
     # The server's own state route is not shadowed by the mounted app.
     own = httpx.get(f"{server}/threads/{thread_id}/state")
     assert own.status_code == 200 and "values" in own.json()
+
+
+def test_the_mounted_app_runs_the_background_sweeper(server: str) -> None:
+    """Under the Agent Server the example app's lifespan sweeps the server's own
+    checkpointer on the schedule the environment sets, and logs each sweep."""
+    deadline = time.monotonic() + 30
+    while "swept" not in LOGS[server].read_text():
+        assert time.monotonic() < deadline, LOGS[server].read_text()[-3000:]
+        time.sleep(0.5)
+    assert "sweeping every 1s" in LOGS[server].read_text()

@@ -157,3 +157,93 @@ async def test_sweeps_beside_a_writer_keep_what_the_policy_keeps(kind: str, tmp_
             assert snapshot.tool_state is not None, turn
             expected = GAZETTEER[place_of(turn - 1 if turn > 1 else 1).lower()]["bbox"]
             assert snapshot.tool_state[BBOX]["value"] == expected, turn
+
+
+def test_a_schedule_comes_from_the_environment_and_refuses_what_it_cannot_read() -> None:
+    from mcp_state_versions.sweep import SweepSchedule, parse_duration
+
+    assert SweepSchedule.from_env({}) is None
+    schedule = SweepSchedule.from_env(
+        {
+            "MCP_STATE_VERSIONS_SWEEP_EVERY": "15m",
+            "MCP_STATE_VERSIONS_SWEEP_KEEP_TURNS": "20",
+            "MCP_STATE_VERSIONS_SWEEP_IDLE_FOR": "30d",
+            "MCP_STATE_VERSIONS_SWEEP_DROP_ABANDONED": "true",
+        }
+    )
+    assert schedule is not None and schedule.every == 900
+    assert (schedule.policy.keep_turns, schedule.policy.idle_for) == (20, 30 * 86400)
+    assert schedule.policy.drop_abandoned
+    assert parse_duration("45") == 45 and parse_duration("2w") == 14 * 86400
+    for environ, fragment in [
+        ({"MCP_STATE_VERSIONS_SWEEP_EVERY": "soon"}, "MCP_STATE_VERSIONS_SWEEP_EVERY"),
+        ({"MCP_STATE_VERSIONS_SWEEP_EVERY": "1h"}, "say what to sweep"),
+        (
+            {"MCP_STATE_VERSIONS_SWEEP_EVERY": "1h", "MCP_STATE_VERSIONS_SWEEP_KEEP_TURNS": "x"},
+            "MCP_STATE_VERSIONS_SWEEP_KEEP_TURNS",
+        ),
+    ]:
+        with pytest.raises(ValueError, match=fragment):
+            SweepSchedule.from_env(environ)
+
+
+async def test_a_background_sweeper_sweeps_on_schedule_and_logs_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    from mcp_state_versions.sweep import SweepPolicy, SweepSchedule, sweeping
+
+    saver = PruningInMemorySaver()
+    await _turns(saver, "long", 4)
+    schedule = SweepSchedule(every=0.05, policy=SweepPolicy(keep_turns=1))
+    with caplog.at_level(logging.INFO, logger="mcp_state_versions.sweep"):
+        async with sweeping(lambda: saver, schedule):
+            deadline = time.monotonic() + 10
+            while (await CheckpointHistory(saver).turns("long")).retained[0] < 3:
+                assert time.monotonic() < deadline, "the sweeper did not prune"
+                await asyncio.sleep(0.05)
+    assert any("swept 1 threads" in r.getMessage() for r in caplog.records)
+    index = await CheckpointHistory(saver).turns("long")
+    assert index.total == 4
+
+
+def test_serve_runs_the_sweeper_the_environment_asks_for(tmp_path: Path) -> None:
+    """``serve`` with MCP_STATE_VERSIONS_SWEEP_EVERY set sweeps the file it serves (and so
+    opens it for writing); the log says what each sweep removed."""
+    import os
+    import socket
+
+    path = tmp_path / "served.sqlite"
+
+    async def write() -> None:
+        async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
+            await _turns(saver, "served", 4)
+
+    asyncio.run(write())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "MCP_STATE_VERSIONS_SWEEP_EVERY": "0.2s",
+        "MCP_STATE_VERSIONS_SWEEP_KEEP_TURNS": "1",
+    }
+    command = [sys.executable, "-m", "mcp_state_versions.cli", "serve",
+               "--checkpointer", f"sqlite:{path}", "--port", str(port)]  # fmt: skip
+    server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+
+        async def pruned() -> bool:
+            async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
+                return (await CheckpointHistory(saver).turns("served")).retained[0] >= 3
+
+        deadline = time.monotonic() + 30
+        while not asyncio.run(pruned()):
+            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            assert time.monotonic() < deadline, "serve did not sweep"
+            time.sleep(0.2)
+    finally:
+        server.terminate()
+        _, log = server.communicate(timeout=15)
+    assert "swept 1 threads" in log, log

@@ -10,7 +10,8 @@ matters: ``inspect_state`` reads the history of whichever saver the run uses.
   so every read of an earlier version walks the server's checkpoints;
 * ``app``: the library's HTTP API under ``/session-state``, reading the server's checkpointer.
   It is mounted under a prefix on purpose: a custom app at the root would shadow the server's
-  own ``/threads/{id}/state``.
+  own ``/threads/{id}/state``. Its lifespan runs the background sweeper the environment asks
+  for (:func:`mcp_state_versions.sweep.sweeping`).
 
 The chat model is scripted (no provider, no network); swap in any tool-calling model.
 """
@@ -26,6 +27,7 @@ from mcp_state_versions import ScriptedChatModel, SessionStateMiddleware, build_
 from mcp_state_versions.api import create_app
 from mcp_state_versions.demo import get_aoi
 from mcp_state_versions.scripted import call
+from mcp_state_versions.sweep import sweeping
 
 BBOX = "gazet/get_aoi/bbox"
 
@@ -64,4 +66,10 @@ def server_checkpointer():  # type: ignore[no-untyped-def]
     return Checkpointer()
 
 
-app = Starlette(routes=[Mount("/session-state", app=create_app(server_checkpointer))])
+# The lifespan runs a background sweeper when MCP_STATE_VERSIONS_SWEEP_EVERY is set (in the
+# environment, or under "env" in langgraph.json), with the policy the other
+# MCP_STATE_VERSIONS_SWEEP_* variables give; otherwise it does nothing.
+app = Starlette(
+    routes=[Mount("/session-state", app=create_app(server_checkpointer))],
+    lifespan=lambda _: sweeping(server_checkpointer),
+)

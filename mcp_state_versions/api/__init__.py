@@ -38,6 +38,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     ) from error
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from ..sweep import SweepSchedule, sweeping
 from . import state, threads
 from .access import Authorize, Settings, authenticated
 from .problems import install, respond, unavailable
@@ -64,6 +65,7 @@ def create_app(
     allowed_keys: Sequence[str] | None = None,
     public_docs: bool = False,
     deadline: float = REQUEST_DEADLINE_S,
+    sweep: SweepSchedule | None = None,
 ) -> FastAPI:
     """An ASGI app serving a checkpointer's threads' state, present and past.
 
@@ -73,6 +75,9 @@ def create_app(
     bearer authentication for every route; ``authorize`` is called per request with the thread
     id; ``allowed_keys`` (glob patterns) limits the keys served, as it does for the tool.
     ``deadline`` bounds the seconds a request waits on the store (:data:`REQUEST_DEADLINE_S`).
+    ``sweep`` runs a background sweeper for as long as the app runs (its lifespan; see
+    :func:`mcp_state_versions.sweep.sweeping`; an app mounted inside another runs it in the
+    outer app's lifespan instead, as the Agent Server example does).
 
     With a token, the schema (``/openapi.json``) needs the token too and ``/docs`` is not
     served, unless ``public_docs=True``: a schema names what the API holds, and a deployment
@@ -88,6 +93,7 @@ def create_app(
         openapi_url="/openapi.json" if docs_open else None,
         docs_url="/docs" if docs_open else None,
         redoc_url=None,
+        lifespan=(lambda _: sweeping(checkpointer, sweep)) if sweep is not None else None,
     )
     app.state.settings = Settings(checkpointer, required, authorize, allowed_keys)
     install(app)
