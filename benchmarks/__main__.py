@@ -7,11 +7,12 @@ One module per measurement: :mod:`.reads` (turn reads: ring, walk, physical limi
 history walk), :mod:`.memory` (peak memory of one read), :mod:`.tool` (the tool through a
 ToolNode against the cheapest tool), :mod:`.reducer` (per write against a dict merge),
 :mod:`.pattern` (the worst pattern on a 1 MB value), :mod:`.writes` (what a turn stores and
-costs against a plain agent, over keys × sizes, and one 5 MB value rewritten);
+costs against a plain agent, over keys × sizes, and one 5 MB value rewritten), :mod:`.sweep`
+(a sweep over 10,000 threads: time, memory, checkpoints removed per second);
 :mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plots
 to ``benchmarks/results/latest.png`` (reads) and ``latest-writes.png`` (writes). ``--quick``
-uses short threads and takes about a minute here; the full run about twenty (threads of 1,000
-turns on three backends).
+uses short threads and takes about four minutes here; the full run about twenty-five (threads
+of 1,000 turns on three backends, and a sweep over 10,000 threads).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import pattern, reads, reducer, report, tool, writes
+from . import sweep as sweeping
 from .common import RESULTS, progress
 
 
@@ -60,6 +62,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         progress("sqlite: one 5 MB value rewritten")
         figures["large_value"] = await writes.measure_large_value(workdir)
     figures["listing_chars"] = writes.listing_chars()
+    figures["sweep"] = await sweeping.measure(backends, 500 if args.quick else 10_000, workdir)
     shutil.rmtree(workdir, ignore_errors=True)
     return figures
 
@@ -78,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--quick", action="store_true", help="short threads: about a minute")
+    parser.add_argument("--quick", action="store_true", help="short threads: about four minutes")
     parser.add_argument(
         "--turns", default=None, help="comma-separated lengths (default 100,500,1000)"
     )

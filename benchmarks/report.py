@@ -231,6 +231,17 @@ def table(figures: dict[str, Any]) -> str:
             f"({large['ratio_growth']:.2f}× the value); {large['ms_per_turn']:,.0f} ms a turn; "
             f"a history read of turn 1 {large['history_read_ms']:,.0f} ms.",
         ]
+    found = figures.get("sweep")
+    if found:
+        from .sweep import table as sweep_table
+
+        threads = next(iter(found.values()))["threads"]
+        lines += [
+            "",
+            f"## A sweep over {threads:,} threads (half idle, deleted; half pruned to 2 turns)",
+            "",
+            *sweep_table(found),
+        ]
     return "\n".join(lines)
 
 

@@ -94,10 +94,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             **os.environ,
             "LANGSMITH_TRACING": "false",
             "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-            # The example app's lifespan runs the sweeper; a thirty-day idle time removes
-            # nothing the other tests here write.
-            "MCP_STATE_VERSIONS_SWEEP_EVERY": "1s",
-            "MCP_STATE_VERSIONS_SWEEP_IDLE_FOR": "30d",
         },
         start_new_session=True,
     )
@@ -172,9 +168,11 @@ async def test_the_agent_server_runs_the_library(server: str, graph: str, source
 
 def test_the_mounted_app_runs_the_background_sweeper(server: str) -> None:
     """Under the Agent Server the example app's lifespan sweeps the server's own
-    checkpointer on the schedule the environment sets, and logs each sweep."""
+    checkpointer on the schedule ``langgraph.json`` sets (its first sweep at startup, then
+    hourly; thirty days idle and 200 turns remove nothing the tests here write), and logs
+    each sweep."""
     deadline = time.monotonic() + 30
     while "swept" not in LOGS[server].read_text():
         assert time.monotonic() < deadline, LOGS[server].read_text()[-3000:]
         time.sleep(0.5)
-    assert "sweeping every 1s" in LOGS[server].read_text()
+    assert "sweeping every" in LOGS[server].read_text()

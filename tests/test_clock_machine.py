@@ -43,11 +43,26 @@ writes = st.lists(
 )
 
 
-class ClockMachine(RuleBasedStateMachine):
-    """Subclassed per backend: ``open_saver`` returns ``(saver, close)``."""
+class _OnASaver(RuleBasedStateMachine):
+    """A machine on one saver: ``open_saver`` returns ``(saver, close)``, ``reopen`` the same
+    storage through a new saver (a restart); subclassed per backend."""
+
+    saver: Any
 
     def open_saver(self) -> tuple[Any, Any]:
         return InMemorySaver(), lambda: None
+
+    def reopen(self) -> Any:
+        return self.saver
+
+    def teardown(self) -> None:
+        close = getattr(self, "_close", None)
+        if close is not None:
+            close()
+
+
+class ClockMachine(_OnASaver):
+    """Turns, trims, summaries, edits, forks, prunes and reloads, in any order."""
 
     @initialize()
     def start(self) -> None:
@@ -57,11 +72,6 @@ class ClockMachine(RuleBasedStateMachine):
             Conversation(agent_graph(self.saver, ring), self.saver, f"{thread}-{ring}", sync=True)
             for ring in (8, 0)
         ]
-
-    def teardown(self) -> None:
-        close = getattr(self, "_close", None)
-        if close is not None:
-            close()
 
     @property
     def turns(self) -> int:
@@ -129,9 +139,6 @@ class ClockMachine(RuleBasedStateMachine):
             conv.saver = self.saver
             conv.graph = agent_graph(self.saver, ring)
 
-    def reopen(self) -> Any:
-        return self.saver
-
     @invariant()
     def answers_equal_the_notebook(self) -> None:
         if not hasattr(self, "convs"):
@@ -141,13 +148,17 @@ class ClockMachine(RuleBasedStateMachine):
             run_sync(conv.check(ring_only=True))
 
 
+def _random(examples: int, steps: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
 TestClockOnMemory = ClockMachine.TestCase
-TestClockOnMemory.settings = settings(
-    max_examples=200,
-    stateful_step_count=10,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+TestClockOnMemory.settings = _random(200, 10)
 
 
 class SqliteMachine(ClockMachine):
@@ -186,7 +197,7 @@ class PostgresMachine(ClockMachine):
         return saver
 
 
-class InterleavedMachine(RuleBasedStateMachine):
+class InterleavedMachine(_OnASaver):
     """Two runs at once on one thread, their steps interleaved in an order hypothesis draws,
     with prunes between any two steps and reloads between runs.
 
@@ -198,12 +209,6 @@ class InterleavedMachine(RuleBasedStateMachine):
     and nothing a prune of one branch took from the other.
     """
 
-    def open_saver(self) -> tuple[Any, Any]:
-        return InMemorySaver(), lambda: None
-
-    def reopen(self) -> Any:
-        return self.saver
-
     @initialize()
     def start(self) -> None:
         self.saver, self._close = self.open_saver()
@@ -212,11 +217,6 @@ class InterleavedMachine(RuleBasedStateMachine):
         #: The branch the last two runs left beside the current one: (tip, notebook).
         self.other: tuple[str, Notebook] | None = None
         run_sync(self.conv.say("put a=1"))  # a turn to fork from, so runs interleave at once
-
-    def teardown(self) -> None:
-        close = getattr(self, "_close", None)
-        if close is not None:
-            close()
 
     @property
     def turns(self) -> int:
@@ -259,20 +259,28 @@ class InterleavedMachine(RuleBasedStateMachine):
         }
         tips: dict[str, str] = {}
         last = ""
-        while runs:
-            # Both runs start (load the checkpoint they continue) before anything is pruned:
-            # a run asked to continue a checkpoint already deleted is another matter.
-            unstarted = sorted(set(runs) - set(tips))
-            name = data.draw(st.sampled_from(unstarted or sorted(runs)), label="next step")
-            event = next(runs[name], None)
-            if event is None:
-                del runs[name]
-                continue
-            tips[name], last = event["config"]["configurable"]["checkpoint_id"], name
-            if len(tips) == 2 and data.draw(st.booleans(), label="prune after this step"):
-                note_event("a prune between two steps of two runs")
-                keep = data.draw(st.integers(1, self.turns + 1), label="keep turns")
-                run_sync(prune_thread(self.saver, conv.thread_id, keep_turns=keep))
+        try:
+            while runs:
+                # Both runs start (load the checkpoint they continue) before anything is
+                # pruned: a run asked to continue a checkpoint already deleted is another matter.
+                unstarted = sorted(set(runs) - set(tips))
+                name = data.draw(st.sampled_from(unstarted or sorted(runs)), label="next step")
+                event = next(runs[name], None)
+                if event is None:
+                    del runs[name]
+                    continue
+                tips[name], last = event["config"]["configurable"]["checkpoint_id"], name
+                if len(tips) == 2 and data.draw(st.booleans(), label="prune after this step"):
+                    note_event("a prune between two steps of two runs")
+                    keep = data.draw(st.integers(1, self.turns + 1), label="keep turns")
+                    run_sync(prune_thread(self.saver, conv.thread_id, keep_turns=keep))
+        finally:
+            # An example hypothesis abandons mid-draw leaves runs unfinished: close them now,
+            # while their saver's connection is open, not when the garbage collector gets to
+            # them after teardown closed it (their last checkpoint's write then ran on a
+            # closed SQLite connection, and crashed the process).
+            for unfinished in runs.values():
+                unfinished.close()
         books = {"head": _copy(book), "fork": _copy(book)}
         books["head"].turn(first)
         books["fork"].fork(fork_at)
@@ -328,29 +336,13 @@ def _copy(book: Notebook) -> Notebook:
 
 
 TestInterleavedOnMemory = InterleavedMachine.TestCase
-TestInterleavedOnMemory.settings = settings(
-    max_examples=150,
-    stateful_step_count=8,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+TestInterleavedOnMemory.settings = _random(150, 8)
 
 
 class InterleavedSqliteMachine(InterleavedMachine):
     path: str = ""
-
-    def open_saver(self) -> tuple[Any, Any]:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        self._connection = sqlite3.connect(self.path, check_same_thread=False)
-        return SqliteSaver(self._connection), lambda: self._connection.close()
-
-    def reopen(self) -> Any:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        self._connection.close()
-        self._connection = sqlite3.connect(self.path, check_same_thread=False)
-        return SqliteSaver(self._connection)
+    open_saver = SqliteMachine.open_saver
+    reopen = SqliteMachine.reopen
 
 
 def test_interleaved_runs_on_sqlite_fixed_seeds(tmp_path: Any) -> None:
@@ -378,28 +370,18 @@ def test_sqlite_fixed_seeds(tmp_path: Any) -> None:
     _run_derandomized(SqliteMachine, 30)
 
 
-@pytest.mark.postgres
-def test_postgres_fixed_seeds() -> None:
-    import psycopg
-
-    try:
-        psycopg.connect(PG_DSN, connect_timeout=3).close()
-    except psycopg.OperationalError as error:
-        postgres_unavailable(error)
-    _run_derandomized(PostgresMachine, 20)
-
-
 class InterleavedPostgresMachine(InterleavedMachine):
     open_saver = PostgresMachine.open_saver
     reopen = PostgresMachine.reopen
 
 
 @pytest.mark.postgres
-def test_interleaved_runs_on_postgres_fixed_seeds() -> None:
+@pytest.mark.parametrize("machine", [PostgresMachine, InterleavedPostgresMachine])
+def test_postgres_fixed_seeds(machine: type[RuleBasedStateMachine]) -> None:
     import psycopg
 
     try:
         psycopg.connect(PG_DSN, connect_timeout=3).close()
     except psycopg.OperationalError as error:
         postgres_unavailable(error)
-    _run_derandomized(InterleavedPostgresMachine, 20)
+    _run_derandomized(machine, 20)  # type: ignore[arg-type]
