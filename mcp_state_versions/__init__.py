@@ -20,17 +20,21 @@ from .clock import (
 )
 from .history import (
     AUTO,
+    DamagedState,
     Found,
+    HistoryError,
     KeyNotSetYet,
     NeverHappened,
     NoHistory,
     NotRetained,
+    StoreUnavailable,
     ThreadHistory,
     TurnAnswer,
     TurnIndex,
     TurnSnapshot,
     UnknownKey,
     ValueEvicted,
+    resolve_past,
     resolve_turn,
 )
 from .inspect_tool import make_inspect_state, read_state_key
@@ -47,6 +51,7 @@ from .state import (
     merge_tool_state,
 )
 from .storage import ToolStateChannel, tool_state_channel
+from .sweep import SweepPolicy, SweepReport, SweepSchedule, reclaim, sweep, sweeping
 
 
 def __getattr__(name: str) -> object:
@@ -69,7 +74,9 @@ __all__ = [
     "CLOCK_KEY",
     "SESSION_STATE_PROMPT",
     "CheckpointHistory",
+    "DamagedState",
     "Found",
+    "HistoryError",
     "KeyNotSetYet",
     "NeverHappened",
     "NoHistory",
@@ -82,6 +89,10 @@ __all__ = [
     "SessionState",
     "SessionStateMiddleware",
     "StateEntry",
+    "StoreUnavailable",
+    "SweepPolicy",
+    "SweepReport",
+    "SweepSchedule",
     "ThreadHistory",
     "ToolStateChannel",
     "ToolStateError",
@@ -105,9 +116,13 @@ __all__ = [
     "prune_thread",
     "publish",
     "read_state_key",
+    "reclaim",
+    "resolve_past",
     "resolve_turn",
     "run_turn",
     "state_key",
+    "sweep",
+    "sweeping",
     "ticks_around",
     "tool_state_channel",
     "tool_state_writes",
