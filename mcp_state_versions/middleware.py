@@ -41,7 +41,7 @@ from .agent import SESSION_STATE_PROMPT
 from .clock import close_turn, current_turn, open_turn
 from .history import AUTO, HistoryOption
 from .inspect_tool import make_inspect_state
-from .publish import noted_messages, publication, tool_state_writes
+from .publish import SECRET_NAMES, noted_messages, publication, tool_state_writes, withheld
 from .render import dumps
 from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
@@ -79,7 +79,9 @@ class SessionStateMiddleware(AgentMiddleware):
     up to which a captured result also stays in the message (:data:`DEFAULT_INLINE_LIMIT`).
     ``system_prompt`` is the guidance appended to the agent's system prompt (``None``: none).
     ``tool_state`` is stored as writes with a whole snapshot every ``snapshot_frequency``
-    updates (:mod:`mcp_state_versions.storage`).
+    updates (:mod:`mcp_state_versions.storage`). Captured fields whose names match
+    ``secret_names`` (:data:`~mcp_state_versions.publish.SECRET_NAMES`; ``None``: none) are
+    never stored, nor kept in the message; the breadcrumb names them as withheld.
     """
 
     def __init__(
@@ -95,8 +97,10 @@ class SessionStateMiddleware(AgentMiddleware):
         inline_limit: int = DEFAULT_INLINE_LIMIT,
         system_prompt: str | None = SESSION_STATE_PROMPT,
         snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
+        secret_names: str | None = SECRET_NAMES,
     ) -> None:
         super().__init__()
+        self.secret_names = secret_names
         reducer = make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
         self.state_schema = _session_schema(reducer, snapshot_frequency)
         self._bounds = reducer.bounds  # type: ignore[attr-defined]
@@ -175,10 +179,12 @@ class SessionStateMiddleware(AgentMiddleware):
             return _restored(result)
         assert request.tool is not None
         toolset = self.toolset if isinstance(self.toolset, str) else self.toolset(request.tool)
-        writes = tool_state_writes(
-            toolset, _key_part(request.tool.name), fields, turn=current_turn(request.state)
+        name = _key_part(request.tool.name)
+        fields, secrets = withheld(fields, self.secret_names)
+        writes = tool_state_writes(toolset, name, fields, turn=current_turn(request.state))
+        published = publication(
+            writes, request.runtime, withheld=[f"{toolset}/{name}/{s}" for s in secrets]
         )
-        published = publication(writes, request.runtime)
         text, payload = published.text, dumps(fields)
         if len(payload) <= self.inline_limit:
             text = f"{text} {payload}"

@@ -29,6 +29,7 @@ decides which value the keys keep.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ from .versions import canonical, same_value
 __all__ = [
     "BREADCRUMB_KEYS",
     "PUBLISHED",
+    "SECRET_NAMES",
     "Publication",
     "breadcrumb",
     "noted_messages",
@@ -52,7 +54,48 @@ __all__ = [
     "publish",
     "state_key",
     "tool_state_writes",
+    "withheld",
 ]
+
+SECRET_NAMES = r"password|passwd|secret|token|apikey|authorization|cookie|credential|privatekey"
+"""Field names that are never stored: matched (as a regular expression, by search) against a
+field's name lowercased with ``-``, ``_``, ``.`` and spaces removed, so ``api_key``, ``API-Key``
+and ``apiKey`` are one name. A tool's output is stored for good, in every checkpoint that
+holds it and in any copy of the database; a credential must not be among it."""
+
+_SEPARATORS = re.compile(r"[-_. ]")
+
+
+def withheld(
+    fields: Mapping[str, Any], secret_names: str | None = SECRET_NAMES
+) -> tuple[dict[str, Any], list[str]]:
+    """``fields`` without the secret-named fields at any depth, and the paths of those left
+    out (``password``, ``config.api_key``, ``users[0].token``). ``secret_names=None`` keeps
+    every field."""
+    if not secret_names:
+        return dict(fields), []
+    pattern = re.compile(secret_names, re.IGNORECASE)
+    gone: list[str] = []
+
+    def secret(name: Any) -> bool:
+        return isinstance(name, str) and bool(pattern.search(_SEPARATORS.sub("", name.lower())))
+
+    def kept(value: Any, path: str) -> Any:
+        if isinstance(value, Mapping):
+            out = {}
+            for name, inner in value.items():
+                where = f"{path}.{name}" if path else str(name)
+                if secret(name):
+                    gone.append(where)
+                else:
+                    out[name] = kept(inner, where)
+            return out
+        if isinstance(value, list | tuple):
+            return [kept(inner, f"{path}[{i}]") for i, inner in enumerate(value)]
+        return value
+
+    return kept(fields, ""), gone
+
 
 BREADCRUMB_KEYS = 5
 """Keys a breadcrumb names of each kind (updated, unchanged, not kept) before ``+ N more``."""
@@ -96,8 +139,13 @@ def publish(
     fields: Mapping[str, Any],
     *,
     note: str | None = None,
+    secret_names: str | None = SECRET_NAMES,
 ) -> Command:
     """Return the ``Command`` a tool returns to publish ``fields`` into ``tool_state``.
+
+    Fields whose names look like credentials (:data:`SECRET_NAMES`, at any depth) are never
+    stored; the breadcrumb says which were withheld. ``secret_names`` is another pattern, or
+    ``None`` to store every field.
 
     The tool's message becomes ``[state updated: <key>, ...]`` followed by ``note`` if given
     (a short summary the model should see right away, such as the place name found).
@@ -113,8 +161,9 @@ def publish(
     if not fields:
         raise ValueError("publish needs at least one field")
     _require_channel(runtime.state)
+    fields, secrets = withheld(fields, secret_names)
     writes = tool_state_writes(toolset, tool, fields, turn=current_turn(runtime.state))
-    published = publication(writes, runtime)
+    published = publication(writes, runtime, withheld=[f"{toolset}/{tool}/{s}" for s in secrets])
     content = " ".join(part for part in (published.text, note) if part)
     return Command(update=published.update(ToolMessage(content, tool_call_id=runtime.tool_call_id)))
 
@@ -137,7 +186,12 @@ class Publication:
         return {**({"tool_state": self.writes} if self.writes else {}), "messages": [message]}
 
 
-def publication(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) -> Publication:
+def publication(
+    writes: Mapping[str, Mapping[str, Any]],
+    runtime: ToolRuntime,
+    *,
+    withheld: Sequence[str] = (),
+) -> Publication:
     """Which of ``writes`` to store, and the breadcrumb that says what they did.
 
     An unchanged republish is told by comparing values; each changed value is serialized once,
@@ -160,6 +214,8 @@ def publication(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) -
             f"{budget:,}-byte budget together with this call's other values; they are not "
             "stored, and no turn can read them back]"
         )
+    if withheld:
+        parts.append(f"[withheld: {_named(list(withheld))} — secret-named fields are never stored]")
     parts.append(siblings or "")
     return Publication(
         writes={key: _with_identity(writes[key], changed[key]) for key in changed},

@@ -190,3 +190,98 @@ async def test_different_tools_writing_one_key_in_one_step_are_told(wiring: str)
         m.tool_call_id: str(m.content) for m in state["messages"] if isinstance(m, ToolMessage)
     }
     assert "Other calls" not in stored["c1"]  # the model's view is noted; state is not changed
+
+
+def test_secret_named_fields_are_withheld_at_any_depth() -> None:
+    from mcp_state_versions.publish import withheld
+
+    fields = {
+        "user": "ann",
+        "Password": "p",
+        "config": {"API-Key": "k", "region": "eu", "nested": [{"access_token": "t"}]},
+        "cookie_jar": "c",
+    }
+    kept, gone = withheld(fields)
+    assert kept == {"user": "ann", "config": {"region": "eu", "nested": [{}]}}
+    assert gone == ["Password", "config.API-Key", "config.nested[0].access_token", "cookie_jar"]
+    assert withheld(fields, None) == (fields, [])
+    assert withheld({"pin": 1}, r"pin") == ({}, ["pin"])
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("wiring", ["publish", "capture"])
+async def test_a_secrets_bytes_appear_nowhere_in_storage(
+    kind: str, wiring: str, tmp_path: Any
+) -> None:
+    """A tool returns a password and a nested API key with its data, published by ``publish``
+    or captured by the middleware. The reply says they were withheld, the data is stored,
+    and the secrets' bytes are in no table, file or WAL."""
+    from uuid import uuid4
+
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import tool
+
+    from mcp_state_versions import build_agent
+    from mcp_state_versions.agent import run_turn
+    from mcp_state_versions.scripted import ScriptedChatModel, call
+
+    from .conftest import open_backend
+
+    password, key = f"pw-{uuid4().hex}", f"sk-{uuid4().hex}"
+    result = {"user": "ann", "password": password, "config": {"api_key": key, "region": "eu"}}
+
+    @tool
+    def login_publishing(runtime: ToolRuntime) -> Any:
+        """Log in (publishes its result)."""
+        return publish(runtime, "auth", "login", result)
+
+    @tool
+    def login(who: str) -> dict:
+        """Log in (returns its result)."""
+        return result
+
+    script = [
+        AIMessage("", tool_calls=[call(f"login{'_publishing' if wiring == 'publish' else ''}",
+                                       "c1", **({} if wiring == "publish" else {"who": "ann"}))]),
+        AIMessage("done"),
+    ]  # fmt: skip
+    async with await open_backend(kind, tmp_path) as saver:
+        thread = f"secret-{uuid4().hex[:12]}"
+        if wiring == "publish":
+            agent = build_agent(
+                ScriptedChatModel(replies=script), [login_publishing], checkpointer=saver
+            )
+        else:
+            from langchain.agents import create_agent
+
+            from mcp_state_versions import SessionStateMiddleware
+
+            agent = create_agent(
+                ScriptedChatModel(replies=script),
+                [login],
+                middleware=[SessionStateMiddleware(toolset="auth")],
+                checkpointer=saver,
+            )
+        state = await run_turn(agent, thread, "log in")
+        reply = next(str(m.content) for m in state["messages"] if isinstance(m, ToolMessage))
+        assert "[withheld: auth/login/password, auth/login/config.api_key" in reply, reply
+        assert state["tool_state"]["auth/login/user"]["value"] == "ann"
+        assert state["tool_state"]["auth/login/config"]["value"] == {"region": "eu"}
+        for secret in (password, key):
+            assert secret not in reply
+            if kind == "sqlite":
+                for path in tmp_path.glob("t.sqlite*"):
+                    assert secret.encode() not in path.read_bytes(), path.name
+            else:
+                async with saver._cursor() as cursor:
+                    for table, column in [
+                        ("checkpoints", "checkpoint::text || metadata::text"),
+                        ("checkpoint_blobs", "encode(coalesce(blob, ''::bytea), 'escape')"),
+                        ("checkpoint_writes", "encode(blob, 'escape')"),
+                    ]:
+                        await cursor.execute(
+                            f"SELECT count(*) AS n FROM {table} "
+                            f"WHERE thread_id = %s AND position(%s in {column}) > 0",
+                            (thread, secret),
+                        )
+                        assert (await cursor.fetchone())["n"] == 0, table
