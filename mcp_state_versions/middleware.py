@@ -73,8 +73,10 @@ class SessionStateMiddleware(AgentMiddleware):
     (:func:`~mcp_state_versions.state.make_merge_tool_state`); ``allowed_keys`` and ``history``
     configure ``inspect_state`` as for :func:`~mcp_state_versions.agent.build_agent`.
 
-    ``capture`` chooses which tools' structured results are published: ``True`` (all, the
-    default), ``False`` (none), or tool names. ``toolset`` is the first part of captured keys:
+    ``capture`` chooses which tools' results are published: ``True`` (all, the default),
+    ``False`` (none), tool names, or a function of the tool (``lambda t: t.name != "greet"``
+    opts one out). A structured result publishes its fields; text, a number, a list or a bool
+    publishes as ``<toolset>/<tool>/result``. ``toolset`` is the first part of captured keys:
     a string (default ``"tools"``) or a function of the tool. ``inline_limit`` is the JSON size
     up to which a captured result also stays in the message (:data:`DEFAULT_INLINE_LIMIT`).
     ``system_prompt`` is the guidance appended to the agent's system prompt (``None``: none).
@@ -92,7 +94,7 @@ class SessionStateMiddleware(AgentMiddleware):
         budget_bytes: int = DEFAULT_BUDGET_BYTES,
         allowed_keys: Sequence[str] | None = None,
         history: HistoryOption = AUTO,
-        capture: bool | Sequence[str] = True,
+        capture: bool | Sequence[str] | Callable[[BaseTool], bool] = True,
         toolset: str | Callable[[BaseTool], str] = "tools",
         inline_limit: int = DEFAULT_INLINE_LIMIT,
         system_prompt: str | None = SESSION_STATE_PROMPT,
@@ -150,6 +152,8 @@ class SessionStateMiddleware(AgentMiddleware):
     def _captures(self, tool: BaseTool | None) -> bool:
         if tool is None or tool.name == "inspect_state" or self.capture is False:
             return False
+        if callable(self.capture):
+            return bool(self.capture(tool))
         return self.capture is True or tool.name in self.capture
 
     def _prepared(self, request: ToolCallRequest) -> ToolCallRequest:
@@ -286,7 +290,13 @@ def _as_content(output: Any) -> Any:
 
 
 def _structured(artifact: Any) -> dict[str, Any] | None:
-    """The fields of a structured result, or ``None`` when it is not one."""
+    """The fields of a result: a structured one's own, or ``{"result": ...}`` for text, a
+    number, a list or a bool a plain tool returned (most LangChain tools return text, and a
+    result left out of session state has no versions); ``None`` for anything else."""
+    if isinstance(artifact, Mapping) and _KEPT in artifact:
+        output = artifact[_KEPT]
+        if isinstance(output, str | int | float | bool | list | tuple) and output != "":
+            return {"result": list(output) if isinstance(output, tuple) else output}
     if isinstance(artifact, Mapping) and _ARTIFACT in artifact:
         artifact = artifact[_ARTIFACT]
     if isinstance(artifact, Mapping) and _KEPT in artifact:

@@ -54,7 +54,7 @@ def info(place: str) -> dict:
 
 @tool
 def greet(who: str) -> str:
-    """A plain-text result: nothing to capture."""
+    """A plain-text result: captured as tools/greet/result."""
     return f"hello {who}"
 
 
@@ -149,7 +149,7 @@ async def test_capture_versions_and_summarization_on_every_backend(
         await conv.check(ring_only=True)
         values = (await agent.aget_state(conv.config)).values["tool_state"]
         assert values["gazet/get_aoi/bbox"]["versions"] == 2
-        assert "tools/greet/" not in " ".join(values)
+        assert values["tools/greet/result"]["value"] == "hello you"
 
 
 async def test_the_rewrite_marker_reaches_the_model_in_the_breadcrumb() -> None:
@@ -273,3 +273,26 @@ async def test_a_reviewers_edit_notice_survives_capture_in_either_order(
     assert "a human reviewer replaced this tool call" in reply, reply
     assert "[state updated: tools/find/name, tools/find/bbox]" in reply, reply
     assert state["tool_state"]["tools/find/bbox"]["value"] == PLACES["aarhus"]
+
+
+async def test_text_results_are_captured_and_a_tool_can_opt_out() -> None:
+    """Most LangChain tools return text: it is published as <toolset>/<tool>/result, with
+    the breadcrumb, so session state is not empty after them; ``capture=`` opts a tool out."""
+    from mcp_state_versions import read_state_key
+
+    for capture, captured in [(True, True), (lambda t: t.name != "greet", False)]:
+        agent = create_agent(
+            ScriptedChatModel(respond=respond),
+            [greet],
+            middleware=[SessionStateMiddleware(capture=capture)],
+            checkpointer=InMemorySaver(),
+        )
+        config = {"configurable": {"thread_id": f"text-{captured}"}}
+        state = await agent.ainvoke({"messages": [("user", "greet")]}, config)
+        reply = next(str(m.content) for m in state["messages"] if isinstance(m, ToolMessage))
+        listing = read_state_key("*", state)
+        if captured:
+            assert reply == '[state updated: tools/greet/result] {"result": "hello you"}'
+            assert "tools/greet/result" in listing
+        else:
+            assert reply == "hello you" and "Session state is empty" in listing
