@@ -186,13 +186,13 @@ async def run_demo(
 def chat_model(spec: str) -> BaseChatModel:
     """A real chat model from ``provider:name`` through LangChain's ``init_chat_model``.
 
-    Needs the ``models`` extra (``langchain``) and the provider's own package and credentials.
+    Needs the ``agents`` extra (``langchain``) and the provider's own package and credentials.
     """
     try:
         from langchain.chat_models import init_chat_model
     except ImportError:
         raise ValueError(
-            "--model needs LangChain's init_chat_model: pip install 'mcp-state-versions[models]' "
+            "--model needs LangChain's init_chat_model: pip install 'mcp-state-versions[agents]' "
             "and the provider's package (e.g. langchain-openai)"
         ) from None
     try:

@@ -66,7 +66,7 @@ __all__ = [
 _REFERENCE_PREFIX = "@state:"
 
 INSPECT_STATE_DESCRIPTION = """\
-Read session state: the values your tools published, by key (e.g. gazet/get_aoi/bbox).
+Read session state: the values your tools published, by key, <toolset>/<tool>/<field>.
 - key="*" lists every key with a one-line shape; key="<toolset>/<tool>/*" lists one \
 group (a listing of many keys shows groups first). A key marked "rewritten, N versions" has \
 held other values in earlier turns; its current value is only the latest.
@@ -89,7 +89,7 @@ class _BadCall(ValueError):
 def _parse_key(key: Any) -> str:
     if not isinstance(key, str) or not key.strip():
         raise _BadCall(
-            f'key must be a state key such as "gazet/get_aoi/bbox", or "*" to list them; '
+            f'key must be a state key, "<toolset>/<tool>/<field>", or "*" to list them; '
             f"got {_short_repr(key)}."
         )
     key = key.strip()
@@ -541,7 +541,7 @@ class _InspectStateArgs(BaseModel):
     key: Annotated[
         Any,
         WithJsonSchema({"type": "string"}),
-        Field(description='A state key such as "gazet/get_aoi/bbox", or "*" to list keys.'),
+        Field(description='A state key, "<toolset>/<tool>/<field>", or "*" to list keys.'),
     ]
     pattern: Annotated[
         Any,

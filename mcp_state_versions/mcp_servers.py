@@ -19,9 +19,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool
-from langchain_mcp_adapters.client import MultiServerMCPClient
-from langchain_mcp_adapters.interceptors import MCPToolCallRequest
-from mcp.types import CallToolResult
+
+try:
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+    from langchain_mcp_adapters.interceptors import MCPToolCallRequest
+    from mcp.types import CallToolResult
+except ImportError as error:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "MCP tools need the 'mcp' extra: pip install 'mcp-state-versions[mcp]'"
+    ) from error
 
 from .publish import publish
 
