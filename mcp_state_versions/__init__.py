@@ -52,6 +52,7 @@ from .state import (
 )
 from .storage import ToolStateChannel, tool_state_channel
 from .sweep import SweepPolicy, SweepReport, SweepSchedule, reclaim, sweep, sweeping
+from .threads import ThreadPage, ThreadSummary, list_threads
 
 
 def __getattr__(name: str) -> object:
@@ -94,6 +95,8 @@ __all__ = [
     "SweepReport",
     "SweepSchedule",
     "ThreadHistory",
+    "ThreadPage",
+    "ThreadSummary",
     "ToolStateChannel",
     "ToolStateError",
     "TurnAnswer",
@@ -107,6 +110,7 @@ __all__ = [
     "current_turn",
     "entries_of",
     "history_for_run",
+    "list_threads",
     "make_inspect_state",
     "make_merge_tool_state",
     "make_session_state",

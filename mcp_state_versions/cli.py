@@ -10,6 +10,7 @@
                                [--dry-run] [--json]
     mcp-state-versions sweep   --checkpointer SPEC [--keep-turns N] [--idle-for 30d]
                                [--drop-abandoned] [--dry-run] [--yes] [--vacuum] [--json]
+    mcp-state-versions threads --checkpointer SPEC [--contains TEXT] [--limit N] [--before CURSOR]
     mcp-state-versions index   --checkpointer sqlite:PATH
     mcp-state-versions serve   --checkpointer SPEC [--host 127.0.0.1] [--port 8000]
 
@@ -162,6 +163,13 @@ def _parser() -> argparse.ArgumentParser:
             help="read the branch that ends at this checkpoint (default: the newest)",
         )
 
+    threads = command("threads", "list a store's threads, newest first")
+    threads.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
+    threads.add_argument("--contains", metavar="TEXT", help="only threads whose id contains TEXT")
+    threads.add_argument("--limit", type=int, default=50, help="threads per page (default 50)")
+    threads.add_argument("--before", metavar="CURSOR", help="the page after this cursor")
+    threads.add_argument("--json", action="store_true", help="print JSON")
+
     index = command(
         "index", "create the lineage index that makes reads of a SQLite file fast (writes it)"
     )
@@ -216,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_index(args))
         if args.command == "sweep":
             return asyncio.run(_sweep(args))
+        if args.command == "threads":
+            return asyncio.run(_threads(args))
         return asyncio.run(_operate(args))
     except NotACheckpointDatabase as error:
         return _fail(error, "not_a_checkpoint_database")
@@ -455,6 +465,48 @@ async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
         markup=False,
         soft_wrap=True,
     )
+    return 0
+
+
+async def _threads(args: argparse.Namespace) -> int:
+    from rich.table import Table
+    from rich.text import Text
+
+    from .checkpointers import open_checkpointer
+    from .threads import list_threads
+
+    if args.limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {args.limit}")
+    console = _console()
+    async with open_checkpointer(args.checkpointer, create=False, read_only=True) as saver:
+        page = await list_threads(
+            saver, limit=args.limit, before=args.before, contains=args.contains
+        )
+    rows = [
+        {
+            "thread_id": t.thread_id,
+            "turns": t.turns,
+            "last_write": t.last_write.isoformat(timespec="seconds") if t.last_write else None,
+            "stored_bytes": t.stored_bytes,
+        }
+        for t in page.threads
+    ]
+    if args.json:
+        console.print_json(data={"threads": rows, "next": page.next})
+        return 0
+    table = Table()
+    for column in ("thread", "turns", "last write", "stored"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            Text(row["thread_id"]),
+            str(row["turns"]),
+            row["last_write"] or "",
+            _bytes(row["stored_bytes"]),
+        )
+    console.print(table)
+    if page.next:
+        console.print(f"more: --before {page.next}", markup=False, soft_wrap=True)
     return 0
 
 

@@ -18,7 +18,16 @@ from ..history import ThreadPresent
 from ..inspect_tool import versioned_entries, visible_keys
 from .problems import Problem, ProblemError
 
-__all__ = ["PROBLEMS", "Authorize", "History", "Settings", "Thread", "authenticated"]
+__all__ = [
+    "PROBLEMS",
+    "Authorize",
+    "History",
+    "Settings",
+    "Thread",
+    "allowed",
+    "authenticated",
+    "settings",
+]
 
 Authorize = Callable[[Request, str], bool | Awaitable[bool]]
 """``authorize(request, thread_id)``: whether this caller may read this thread."""
@@ -69,6 +78,17 @@ async def authenticated(
             "send Authorization: Bearer <token>",
             headers={"WWW-Authenticate": "Bearer"},
         )
+
+
+async def allowed(request: Request, thread_id: str) -> bool:
+    """Whether the ``authorize`` hook lets this caller read ``thread_id`` (no hook: yes)."""
+    authorize = settings(request).authorize
+    if authorize is None:
+        return True
+    verdict = authorize(request, thread_id)
+    if inspect.isawaitable(verdict):
+        verdict = await verdict
+    return bool(verdict)
 
 
 def _storable(text: str) -> bool:
@@ -122,13 +142,8 @@ async def thread(
         # No saver can hold such an id (PostgreSQL text cannot contain NUL, every store
         # wants valid text), so no thread has it; asking the store would only fail.
         raise unknown
-    authorize = settings(request).authorize
-    if authorize is not None:
-        allowed = authorize(request, thread_id)
-        if inspect.isawaitable(allowed):
-            allowed = await allowed
-        if not allowed:
-            raise ProblemError(403, "forbidden", f"this caller may not read thread {thread_id!r}")
+    if not await allowed(request, thread_id):
+        raise ProblemError(403, "forbidden", f"this caller may not read thread {thread_id!r}")
     present = await history.present(thread_id, damage_ok=True)
     if present is None:
         if given is not None:

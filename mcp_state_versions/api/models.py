@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, JsonValue
 
 from .problems import RetainedTurns
 
-__all__ = ["KeySummary", "KeyValue", "KeyVersions", "StateListing", "Turns", "VersionItem"]
+__all__ = [
+    "KeySummary",
+    "KeyValue",
+    "KeyVersions",
+    "StateListing",
+    "ThreadItem",
+    "ThreadList",
+    "Turns",
+    "VersionItem",
+]
 
 
 class KeySummary(BaseModel):
@@ -54,6 +64,19 @@ class KeyVersions(BaseModel):
     versions: int
     older_not_kept: int
     items: list[VersionItem]
+
+
+class ThreadItem(BaseModel):
+    thread_id: str
+    turns: int
+    last_write: datetime | None
+    stored_bytes: int
+
+
+class ThreadList(BaseModel):
+    threads: list[ThreadItem]
+    #: Pass as ``?before=`` for the next page; ``None`` on the last.
+    next: str | None
 
 
 class Turns(BaseModel):

@@ -1,16 +1,48 @@
-"""Routes of a thread as a whole: its turns and what retention kept of them."""
+"""Routes of threads as wholes: the list of them, newest first, and one thread's turns."""
 
 # No ``from __future__ import annotations``: FastAPI reads route annotations at runtime.
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
 
 from ..history import retained_span
-from .access import PROBLEMS, History, Thread
-from .models import Turns
+from ..threads import list_threads
+from .access import PROBLEMS, History, Thread, allowed, authenticated, settings
+from .models import ThreadItem, ThreadList, Turns
 from .problems import RetainedTurns
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/threads", tags=["threads"])
+
+
+@router.get(
+    "", responses=PROBLEMS, summary="Threads, newest first", dependencies=[Depends(authenticated)]
+)
+async def threads(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=500, description="Threads per page")] = 50,
+    before: Annotated[str | None, Query(max_length=64, description="A page's next cursor")] = None,
+    contains: Annotated[
+        str | None, Query(max_length=1024, description="Only ids containing this")
+    ] = None,
+) -> ThreadList:
+    page = await list_threads(
+        settings(request).saver(), limit=limit, before=before, contains=contains
+    )
+    items = []
+    for summary in page.threads:
+        if not await allowed(request, summary.thread_id):
+            continue  # a caller sees only the threads it may read
+        items.append(
+            ThreadItem(
+                thread_id=summary.thread_id,
+                turns=summary.turns,
+                last_write=summary.last_write,
+                stored_bytes=summary.stored_bytes,
+            )
+        )
+    return ThreadList(threads=items, next=page.next)
 
 
 @router.get("/{thread_id}/turns", responses=PROBLEMS, summary="Turns and retention")

@@ -285,6 +285,20 @@ class Backend:
                 newest[thread] = max(newest.get(thread, checkpoint), checkpoint)
         return sorted(newest.items())[:limit]
 
+    async def recent_threads(
+        self, before: str | None, limit: int, contains: str | None = None
+    ) -> list[tuple[str, str]]:
+        """Up to ``limit`` threads whose id contains ``contains`` (any, when ``None``), newest
+        first by their root namespace's newest checkpoint, each with that checkpoint's id,
+        starting after the thread whose newest checkpoint is ``before``. The default lists
+        every thread through :meth:`threads`."""
+        found: list[tuple[str, str]] = []
+        after: str | None = None
+        while page := await self.threads(after, 1000):
+            found.extend(page)
+            after = page[-1][0]
+        return _recent(found, before, limit, contains)
+
     async def stored_bytes(
         self, thread_id: str, namespace: str | None, checkpoint_ids: Sequence[str] | None
     ) -> int:
@@ -334,6 +348,18 @@ class SqlBackend(Backend):
     async def head(self, thread_id: str, namespace: str) -> str | None:
         rows = await self._rows(self.head_sql, (thread_id, namespace))
         return rows[0][0] if rows else None
+
+
+def _recent(
+    threads: Sequence[tuple[str, str]], before: str | None, limit: int, contains: str | None
+) -> list[tuple[str, str]]:
+    """:meth:`Backend.recent_threads` over a list of ``(thread, head)``."""
+    chosen = [
+        (thread, head)
+        for thread, head in threads
+        if (contains is None or contains in thread) and (before is None or head < before)
+    ]
+    return sorted(chosen, key=lambda row: row[1], reverse=True)[:limit]
 
 
 def in_applied_order(rows: Sequence[Sequence[Any]], chain: Sequence[str]) -> list[Sequence[Any]]:

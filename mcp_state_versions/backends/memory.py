@@ -61,6 +61,15 @@ class MemoryBackend(Backend):
         ids = sorted(t for t in storage if (after is None or t > after) and storage[t].get(""))
         return [(thread, max(storage[thread][""])) for thread in ids[:limit]]
 
+    async def recent_threads(
+        self, before: str | None, limit: int, contains: str | None = None
+    ) -> list[tuple[str, str]]:
+        from . import _recent
+
+        storage = self.saver.storage  # type: ignore[attr-defined]
+        heads = [(thread, max(spaces[""])) for thread, spaces in storage.items() if spaces.get("")]
+        return _recent(heads, before, limit, contains)
+
     async def stored_bytes(
         self, thread_id: str, namespace: str | None, checkpoint_ids: Sequence[str] | None
     ) -> int:

@@ -191,6 +191,17 @@ class PostgresBackend(SqlBackend):
         rows = await self._rows(_THREADS_SQL, ("" if after is None else after, limit))
         return [(str(row[0]), str(row[1])) for row in rows]
 
+    async def recent_threads(
+        self, before: str | None, limit: int, contains: str | None = None
+    ) -> list[tuple[str, str]]:
+        rows = await self._rows(
+            "SELECT thread_id, MAX(checkpoint_id) AS head FROM checkpoints "
+            "WHERE checkpoint_ns = '' AND strpos(thread_id, %s) > 0 GROUP BY thread_id "
+            "HAVING %s = '' OR MAX(checkpoint_id) < %s ORDER BY head DESC LIMIT %s",
+            (contains or "", before or "", before or "", limit),
+        )
+        return [(str(row[0]), str(row[1])) for row in rows]
+
     async def stored_bytes(
         self, thread_id: str, namespace: str | None, checkpoint_ids: Sequence[str] | None
     ) -> int:

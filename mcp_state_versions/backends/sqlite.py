@@ -316,6 +316,17 @@ class SqliteBackend(SqlBackend):
         )
         return [(str(row[0]), str(row[1])) for row in rows]
 
+    async def recent_threads(
+        self, before: str | None, limit: int, contains: str | None = None
+    ) -> list[tuple[str, str]]:
+        rows = await self._rows(
+            "SELECT thread_id, MAX(checkpoint_id) AS head FROM checkpoints "
+            "WHERE checkpoint_ns = '' AND instr(thread_id, ?) > 0 GROUP BY thread_id "
+            "HAVING ? = '' OR head < ? ORDER BY head DESC LIMIT ?",
+            (contains or "", before or "", before or "", limit),
+        )
+        return [(str(row[0]), str(row[1])) for row in rows]
+
     async def stored_bytes(
         self, thread_id: str, namespace: str | None, checkpoint_ids: Sequence[str] | None
     ) -> int:

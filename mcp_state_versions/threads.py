@@ -1,0 +1,70 @@
+"""Finding threads: a saver's threads, newest first, with their turns, last write and size.
+
+Every other reader starts from a thread id, and a person looking into a deployment often has
+none to start from. :func:`list_threads` pages through a saver's threads by the time of their
+newest checkpoint (one query per page on SQLite and PostgreSQL), so the command line's
+``threads`` and the HTTP API's ``GET /threads`` answer "what is in here, and what changed
+last" with the same figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from .backends import backend_for
+from .checkpoint_walk import CheckpointHistory
+from .sweep import checkpoint_time
+
+__all__ = ["ThreadPage", "ThreadSummary", "list_threads"]
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSummary:
+    """One thread: how many turns it has had, when it was last written (``None`` when its
+    checkpoint ids carry no time), and about the bytes storage holds for it."""
+
+    thread_id: str
+    turns: int
+    last_write: datetime | None
+    stored_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPage:
+    """A page of threads, newest first; ``next`` is the cursor for the page after it
+    (``list_threads(before=...)``), ``None`` on the last page."""
+
+    threads: tuple[ThreadSummary, ...]
+    next: str | None
+
+
+async def list_threads(
+    saver: BaseCheckpointSaver,
+    *,
+    limit: int = 50,
+    before: str | None = None,
+    contains: str | None = None,
+) -> ThreadPage:
+    """The threads of ``saver`` whose id contains ``contains``, newest first, ``limit`` at a
+    time, from the cursor ``before`` (a page's ``next``) on."""
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    backend = backend_for(saver)
+    rows = await backend.recent_threads(before, limit + 1, contains or None)
+    history = CheckpointHistory(saver)
+    found = []
+    for thread_id, head in rows[:limit]:
+        made = checkpoint_time(head)
+        found.append(
+            ThreadSummary(
+                thread_id=thread_id,
+                turns=(await history.turns(thread_id)).total,
+                last_write=None if made is None else datetime.fromtimestamp(made, UTC),
+                stored_bytes=await backend.stored_bytes(thread_id, None, None),
+            )
+        )
+    more = len(rows) > limit
+    return ThreadPage(tuple(found), rows[limit - 1][1] if more else None)
