@@ -338,9 +338,14 @@ class Backend:
 
 class SqlBackend(Backend):
     """A backend over a SQL saver: a subclass runs its queries in :meth:`_rows` (its driver,
-    its placeholders) and names the one that finds a namespace's newest checkpoint."""
+    its placeholders) and names the ones that find a namespace's newest checkpoint
+    (``head_sql``: thread, namespace), a page of threads in id order (``threads_sql``: after,
+    limit) and newest first (``recent_sql``: contains, before, before, limit; ``''`` for
+    none)."""
 
     head_sql: str
+    threads_sql: str
+    recent_sql: str
 
     async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
         raise NotImplementedError
@@ -348,6 +353,16 @@ class SqlBackend(Backend):
     async def head(self, thread_id: str, namespace: str) -> str | None:
         rows = await self._rows(self.head_sql, (thread_id, namespace))
         return rows[0][0] if rows else None
+
+    async def threads(self, after: str | None, limit: int) -> list[tuple[str, str]]:
+        rows = await self._rows(self.threads_sql, ("" if after is None else after, limit))
+        return [(str(row[0]), str(row[1])) for row in rows]
+
+    async def recent_threads(
+        self, before: str | None, limit: int, contains: str | None = None
+    ) -> list[tuple[str, str]]:
+        params = (contains or "", before or "", before or "", limit)
+        return [(str(row[0]), str(row[1])) for row in await self._rows(self.recent_sql, params)]
 
 
 def _recent(

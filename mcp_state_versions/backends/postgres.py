@@ -76,10 +76,6 @@ _DELETE_UNUSED_BLOBS = (
 )
 
 
-_THREADS_SQL = (
-    "SELECT thread_id, MAX(checkpoint_id) FROM checkpoints WHERE checkpoint_ns = '' "
-    "AND thread_id > %s GROUP BY thread_id ORDER BY thread_id LIMIT %s"
-)
 _EXCLUSIVE_BLOBS_SQL = (
     "SELECT COALESCE(SUM(length(b.blob)), 0) FROM checkpoint_blobs b "
     "WHERE b.thread_id = %s AND b.checkpoint_ns = %s AND EXISTS (SELECT 1 FROM checkpoints c "
@@ -96,6 +92,15 @@ class PostgresBackend(SqlBackend):
     """:class:`~mcp_state_versions.backends.Backend` over either PostgreSQL saver."""
 
     head_sql = _HEAD_SQL
+    threads_sql = (
+        "SELECT thread_id, MAX(checkpoint_id) FROM checkpoints WHERE checkpoint_ns = '' "
+        "AND thread_id > %s GROUP BY thread_id ORDER BY thread_id LIMIT %s"
+    )
+    recent_sql = (
+        "SELECT thread_id, MAX(checkpoint_id) AS head FROM checkpoints "
+        "WHERE checkpoint_ns = '' AND strpos(thread_id, %s) > 0 GROUP BY thread_id "
+        "HAVING %s = '' OR MAX(checkpoint_id) < %s ORDER BY head DESC LIMIT %s"
+    )
 
     def __init__(self, saver: Any, *, sync: bool, native_sync: bool) -> None:
         super().__init__(saver, sync=sync)
@@ -186,21 +191,6 @@ class PostgresBackend(SqlBackend):
                 ),
                 self.native_sync,
             )
-
-    async def threads(self, after: str | None, limit: int) -> list[tuple[str, str]]:
-        rows = await self._rows(_THREADS_SQL, ("" if after is None else after, limit))
-        return [(str(row[0]), str(row[1])) for row in rows]
-
-    async def recent_threads(
-        self, before: str | None, limit: int, contains: str | None = None
-    ) -> list[tuple[str, str]]:
-        rows = await self._rows(
-            "SELECT thread_id, MAX(checkpoint_id) AS head FROM checkpoints "
-            "WHERE checkpoint_ns = '' AND strpos(thread_id, %s) > 0 GROUP BY thread_id "
-            "HAVING %s = '' OR MAX(checkpoint_id) < %s ORDER BY head DESC LIMIT %s",
-            (contains or "", before or "", before or "", limit),
-        )
-        return [(str(row[0]), str(row[1])) for row in rows]
 
     async def stored_bytes(
         self, thread_id: str, namespace: str | None, checkpoint_ids: Sequence[str] | None

@@ -122,6 +122,15 @@ class SqliteBackend(SqlBackend):
     """:class:`~mcp_state_versions.backends.Backend` over either SQLite saver."""
 
     head_sql = _HEAD_SQL
+    threads_sql = (
+        "SELECT thread_id, MAX(checkpoint_id) FROM checkpoints WHERE checkpoint_ns = '' "
+        "AND thread_id > ? GROUP BY thread_id ORDER BY thread_id LIMIT ?"
+    )
+    recent_sql = (
+        "SELECT thread_id, MAX(checkpoint_id) AS head FROM checkpoints "
+        "WHERE checkpoint_ns = '' AND instr(thread_id, ?) > 0 GROUP BY thread_id "
+        "HAVING ? = '' OR MAX(checkpoint_id) < ? ORDER BY head DESC LIMIT ?"
+    )
 
     def __init__(self, saver: Any, *, sync: bool, native_sync: bool) -> None:
         super().__init__(saver, sync=sync)
@@ -307,25 +316,6 @@ class SqliteBackend(SqlBackend):
                 for table in ("writes", "checkpoints")
             ]
         )
-
-    async def threads(self, after: str | None, limit: int) -> list[tuple[str, str]]:
-        rows = await self._rows(
-            "SELECT thread_id, MAX(checkpoint_id) FROM checkpoints WHERE checkpoint_ns = '' "
-            "AND thread_id > ? GROUP BY thread_id ORDER BY thread_id LIMIT ?",
-            ("" if after is None else after, limit),
-        )
-        return [(str(row[0]), str(row[1])) for row in rows]
-
-    async def recent_threads(
-        self, before: str | None, limit: int, contains: str | None = None
-    ) -> list[tuple[str, str]]:
-        rows = await self._rows(
-            "SELECT thread_id, MAX(checkpoint_id) AS head FROM checkpoints "
-            "WHERE checkpoint_ns = '' AND instr(thread_id, ?) > 0 GROUP BY thread_id "
-            "HAVING ? = '' OR head < ? ORDER BY head DESC LIMIT ?",
-            (contains or "", before or "", before or "", limit),
-        )
-        return [(str(row[0]), str(row[1])) for row in rows]
 
     async def stored_bytes(
         self, thread_id: str, namespace: str | None, checkpoint_ids: Sequence[str] | None
