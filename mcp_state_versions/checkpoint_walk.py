@@ -357,7 +357,7 @@ class CheckpointHistory:
             values: Mapping[str, Any] = {"tool_state": tool_state}
             if turn_of_tool_state(tool_state) is None:
                 values = await self.backend.values(thread_id, self.namespace, head) or {}
-        tool_state = values.get("tool_state") if isinstance(values, Mapping) else values
+        tool_state = values.get("tool_state")
         problem = stored_state_problem(tool_state)
         if problem is not None:
             raise DamagedState(thread_id, None, problem)
@@ -487,12 +487,7 @@ def _chain_of(links: Sequence[LinkRow], start: str | None) -> Sequence[LinkRow]:
     if start is None or (from_head and from_head[0][ID] == start):
         return from_head
     by_id = {link[ID]: link for link in links}
-    chain = []
-    link = by_id.get(start)
-    while link is not None:
-        chain.append(link)
-        link = by_id.get(link[PARENT]) if link[PARENT] else None
-    return chain
+    return _parents(by_id, by_id.get(start))
 
 
 def _from_head(links: Sequence[LinkRow]) -> Sequence[LinkRow]:
@@ -515,9 +510,12 @@ def _from_head(links: Sequence[LinkRow]) -> Sequence[LinkRow]:
     ids = list(map(itemgetter(ID), links))
     if _unforked(links, ids):
         return links
-    by_id = dict(zip(ids, links, strict=True))
+    return _parents(dict(zip(ids, links, strict=True)), links[0])
+
+
+def _parents(by_id: Mapping[str, LinkRow], link: LinkRow | None) -> list[LinkRow]:
+    """``link`` and its ancestors among ``by_id``, newest first, as far as they go."""
     chain = []
-    link: LinkRow | None = links[0]
     while link is not None:
         chain.append(link)
         link = by_id.get(link[PARENT]) if link[PARENT] else None

@@ -224,14 +224,14 @@ def _around(result: ToolMessage) -> tuple[str, str]:
     if isinstance(content, list) and isinstance(own, list) and own:
         for start in range(len(content) - len(own) + 1):
             if content[start : start + len(own)] == own:
-                return _text(content[:start], "\n"), _text(content[start + len(own) :], "\n")
+                return _text(content[:start]), _text(content[start + len(own) :])
     return "", ""
 
 
-def _text(blocks: Sequence[Any], separator: str) -> str:
+def _text(blocks: Sequence[Any]) -> str:
+    """Content blocks as lines of text, each ending in a newline (``""`` for none)."""
     texts = [b if isinstance(b, str) else str(b.get("text", "")) for b in blocks]
-    joined = separator.join(text for text in texts if text)
-    return joined and (joined + separator if separator else joined)
+    return "".join(f"{text}\n" for text in texts if text)
 
 
 def _restored(message: ToolMessage) -> ToolMessage:
