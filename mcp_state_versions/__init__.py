@@ -34,11 +34,9 @@ from .history import (
     TurnSnapshot,
     UnknownKey,
     ValueEvicted,
-    resolve_past,
-    resolve_turn,
 )
-from .inspect_tool import make_inspect_state, read_state_key
 from .publish import publish, state_key, tool_state_writes
+from .resolve import VersionRow, resolve_past, resolve_turn, resolve_versions
 from .retention import PruneResult, PruningInMemorySaver, PruningSqliteSaver, prune_thread
 from .scripted import ScriptedChatModel
 from .state import (
@@ -53,6 +51,7 @@ from .state import (
 from .storage import ToolStateChannel, tool_state_channel
 from .sweep import SweepPolicy, SweepReport, SweepSchedule, reclaim, sweep, sweeping
 from .threads import ThreadPage, ThreadSummary, list_threads
+from .tool import make_inspect_state, read_state_key
 
 
 def __getattr__(name: str) -> object:
@@ -104,6 +103,7 @@ __all__ = [
     "TurnSnapshot",
     "UnknownKey",
     "ValueEvicted",
+    "VersionRow",
     "build_agent",
     "close_turn",
     "count_turns",
@@ -123,6 +123,7 @@ __all__ = [
     "reclaim",
     "resolve_past",
     "resolve_turn",
+    "resolve_versions",
     "run_turn",
     "state_key",
     "sweep",

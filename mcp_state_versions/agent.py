@@ -36,7 +36,6 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from .backends import NeedsAsync, backend_for, stamp_turn
 from .clock import current_turn, ticks_around
 from .history import AUTO, HistoryOption
-from .inspect_tool import make_inspect_state
 from .publish import noted_messages
 from .state import (
     DEFAULT_BUDGET_BYTES,
@@ -45,6 +44,7 @@ from .state import (
     make_session_state,
 )
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY
+from .tool import make_inspect_state
 
 __all__ = [
     "AUTO",

@@ -2,7 +2,7 @@
 
 ::
 
-    mcp-state-versions demo    [--db PATH | --checkpointer SPEC] [--model provider:name]
+    mcp-state-versions demo    [--db PATH | --checkpointer SPEC] [--model provider:name] [--json]
     mcp-state-versions inspect --checkpointer SPEC --thread T [KEY [--turn N | --versions]]
                                [--checkpoint ID] [--json]
     mcp-state-versions turns   --checkpointer SPEC --thread T [--checkpoint ID] [--json]
@@ -11,16 +11,21 @@
     mcp-state-versions sweep   --checkpointer SPEC [--keep-turns N] [--idle-for 30d]
                                [--drop-abandoned] [--dry-run] [--yes] [--vacuum] [--json]
     mcp-state-versions threads --checkpointer SPEC [--contains TEXT] [--limit N] [--before CURSOR]
-    mcp-state-versions index   --checkpointer sqlite:PATH
-    mcp-state-versions serve   --checkpointer SPEC [--host 127.0.0.1] [--port 8000]
+                               [--json]
+    mcp-state-versions index   --checkpointer sqlite:PATH [--json]
+    mcp-state-versions serve   --checkpointer SPEC [--host 127.0.0.1] [--port 8000] [--json]
 
 ``SPEC`` is ``memory``, ``sqlite:PATH`` or ``postgres:DSN``. Commands that only read
-(``inspect``, ``turns``, ``serve``) open a SQLite file read-only and change nothing in it.
-``inspect`` answers exactly what ``inspect_state`` and the HTTP API answer (all three call the
-same resolution), and its exit code says which answer it was, so scripts can branch on it (see
-:data:`EXIT_CODES`). Every
-failure is one line on standard error, addressed to the person at the terminal, in terms of the
-flags they typed; ids and keys are printed literally, never interpreted as markup.
+(``inspect``, ``turns``, ``threads``, ``serve``) open a SQLite file read-only and change nothing
+in it. ``inspect`` resolves a read exactly as ``inspect_state`` and the HTTP API do (all three
+call :mod:`mcp_state_versions.resolve`), and its exit code says which answer it was, so scripts
+can branch on it (see :data:`EXIT_CODES`).
+
+Standard output carries only what was asked for: a value, a listing, a report. Every other
+outcome goes to standard error, one line addressed to the person at the terminal in terms of
+the flags they typed (or, with ``--json``, one JSON object with its ``outcome`` code), with its
+exit code. Ids and keys are printed literally, never interpreted as markup, and never wrapped
+inside a key.
 """
 
 from __future__ import annotations
@@ -139,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PROVIDER:NAME",
         help="a real chat model through LangChain's init_chat_model (default: scripted)",
     )
+    demo.add_argument("--json", action="store_true", help="print each turn as a line of JSON")
 
     def thread_command(name: str, text: str) -> argparse.ArgumentParser:
         parsed = command(name, text)
@@ -174,6 +180,7 @@ def _parser() -> argparse.ArgumentParser:
         "index", "create the lineage index that makes reads of a SQLite file fast (writes it)"
     )
     index.add_argument("--checkpointer", metavar="SQLITE_SPEC", required=True, help="sqlite:PATH")
+    index.add_argument("--json", action="store_true", help="print JSON")
 
     prune = thread_command("prune", "remove old turns and/or abandoned branches of a thread")
     prune.add_argument("--keep-turns", type=int, metavar="N", help="keep the last N turns")
@@ -205,18 +212,26 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
     serve.add_argument("--port", type=_port, default=8000, help="default: 8000")
+    serve.add_argument(
+        "--json", action="store_true", help="print where it listens as JSON, then serve"
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = _parser().parse_args(argv)
+    as_json = bool(getattr(args, "json", False))
     try:
         _check_usage(args)
         if args.command == "demo":
             from .demo import main as demo_main
 
-            demo_main(f"sqlite:{args.db}" if args.db else args.checkpointer, model=args.model)
+            demo_main(
+                f"sqlite:{args.db}" if args.db else args.checkpointer,
+                model=args.model,
+                as_json=args.json,
+            )
             return 0
         if args.command == "serve":
             return _serve(args)
@@ -228,25 +243,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_threads(args))
         return asyncio.run(_operate(args))
     except NotACheckpointDatabase as error:
-        return _fail(error, "not_a_checkpoint_database")
+        return _fail(error, "not_a_checkpoint_database", as_json=as_json)
     except ValueError as error:  # CheckpointerSpecError, UsageError, refused arguments
-        return _fail(error, None)
+        return _fail(error, None, as_json=as_json)
     except DamagedState as error:
-        return _fail(error, "damaged_state")
+        return _fail(error, "damaged_state", as_json=as_json)
     except StoreUnavailable as error:
-        return _fail(error, "store_unavailable")
+        return _fail(error, "store_unavailable", as_json=as_json)
     except Exception as error:
         if unreachable(error):  # a write refused (a read-only file), a server gone
             reason = " ".join(str(error).split()) or type(error).__name__
-            return _fail(f"cannot use {args.checkpointer}: {reason}", "store_unavailable")
+            return _fail(
+                f"cannot use {args.checkpointer}: {reason}", "store_unavailable", as_json=as_json
+            )
         raise
     except KeyboardInterrupt:  # pragma: no cover - interactive
         return 130
 
 
-def _fail(error: object, code: str | None) -> int:
-    """One line on standard error; the exit code of ``code`` (``None``: bad usage, 2)."""
-    print(f"mcp-state-versions: {error}", file=sys.stderr)
+def _fail(error: object, code: str | None, *, as_json: bool = False) -> int:
+    """One line on standard error (an object, with ``--json``); the exit code of ``code``
+    (``None``: bad usage, 2)."""
+    message = " ".join(str(error).split())
+    if as_json:
+        print(json.dumps({"outcome": code or "usage", "message": message}), file=sys.stderr)
+    else:
+        print(f"mcp-state-versions: {message}", file=sys.stderr)
     return 2 if code is None else EXIT_CODES[code]
 
 
@@ -295,9 +317,9 @@ async def _operate(args: argparse.Namespace) -> int:
         present = await history.present(args.thread, damage_ok=True)
         if present is None and checkpoint is not None:
             message = f"thread {args.thread!r} has no checkpoint {checkpoint!r}"
-            return _report(console, args, "unknown_checkpoint", message, {})
+            return _report(args, "unknown_checkpoint", message, {})
         if present is None:
-            return _report(console, args, "unknown_thread", f"no thread {args.thread!r} here", {})
+            return _report(args, "unknown_thread", f"no thread {args.thread!r} here", {})
         if args.command == "prune":
             return await _prune(console, saver, args)
         if args.command == "turns":
@@ -319,23 +341,20 @@ async def _operate(args: argparse.Namespace) -> int:
         return await _inspect(console, history, present, args)
 
 
-def _report(console: Any, args: argparse.Namespace, code: str, message: str, data: dict) -> int:
+def _report(args: argparse.Namespace, code: str, message: str, data: dict[str, Any]) -> int:
+    """An outcome that is not a value: on standard error, one line, or one JSON object with
+    ``--json``; its exit code says which it was. Standard output carries only values."""
     if getattr(args, "json", False):
-        console.print_json(data={"outcome": code, "message": message, **data})
+        print(json.dumps({"outcome": code, "message": message, **data}), file=sys.stderr)
     else:
-        from rich.text import Text
-
-        console.print(Text.assemble((code, "bold red"), ": ", message))
+        print(f"mcp-state-versions: {code}: {message}", file=sys.stderr)
     return EXIT_CODES[code]
 
 
 async def _inspect(console: Any, history: Any, present: Any, args: argparse.Namespace) -> int:
-    from rich.table import Table
-    from rich.text import Text
-
-    from .history import UnknownKey, resolve_past, resolve_turn
-    from .inspect_tool import describe_answer, entry_summary, eviction_note, versioned_entries
-    from .versions import version_spans
+    from .history import UnknownKey
+    from .resolve import resolve_past, resolve_turn, versioned_entries
+    from .wording import entry_summary, eviction_status, status_line
 
     if present.damage is not None:
         if args.key is None or args.turn is None:
@@ -349,44 +368,23 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
         if args.json:
             console.print_json(data={"thread_id": args.thread, "turn": present.turn, "keys": rows})
             return 0
-        table = Table(title=Text(f"thread {args.thread} · turn {present.turn}"))
-        for column in ("key", "shape", "tool", "turn", "versions"):
-            table.add_column(column)
+        table = _table(("key", "shape", "tool", "turn", "versions"), keys=[r["key"] for r in rows])
         for row in rows:
             marker = f"{row['versions']} (rewritten)" if row["versions"] > 1 else "1"
-            table.add_row(
-                Text(row["key"]),
-                Text(row["shape"]),
-                Text(str(row["tool"])),
-                str(row["turn"]),
-                marker,
-            )
+            cells = (row["key"], row["shape"], str(row["tool"]), str(row["turn"]), marker)
+            table.add_row(*map(_text, cells))
+        _title(console, f"thread {args.thread} · turn {present.turn} · {len(rows)} keys")
         console.print(table)
         return 0
     if args.key not in entries:
-        text = describe_answer(UnknownKey(args.key), keys=list(entries))
-        return _report(console, args, "unknown_key", text, {"key": args.key})
+        text = status_line(UnknownKey(args.key), keys=list(entries))
+        return _report(args, "unknown_key", text, {"key": args.key})
     entry = entries[args.key]
     if args.versions:
-        spans = version_spans(entry)
-        items = [
-            {"since": s.since, "until": s.until, "kept": s.kept, "value": s.value} for s in spans
-        ]
-        if args.json:
-            data = {"key": args.key, "versions": entry["versions"], "items": items}
-            console.print_json(data=data)
-            return 0
-        table = Table(title=Text(f"{args.key} · {entry['versions']} versions"))
-        for column in ("turns", "value"):
-            table.add_column(column)
-        for item in items:
-            turns = f"{item['since']}–{item['until'] if item['until'] is not None else 'now'}"
-            table.add_row(turns, Text(json.dumps(item["value"]) if item["kept"] else "(not kept)"))
-        console.print(table)
-        return 0
+        return await _versions(console, history, present, args, entry)
     if args.turn is None and "value" not in entry:
-        message = eviction_note(args.key, entry, flag="--turn ")
-        return _report(console, args, "value_evicted", message, {"key": args.key})
+        message = eviction_status(args.key, entry, flag="--turn ")
+        return _report(args, "value_evicted", message, {"key": args.key})
     if args.turn is None:
         data = {
             "key": args.key,
@@ -410,10 +408,79 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
     return _answer(console, args, answer, list(entries))
 
 
+async def _versions(
+    console: Any, history: Any, present: Any, args: argparse.Namespace, entry: Any
+) -> int:
+    """Every version of a key, from its ring and, beyond it, from history (one read each)."""
+    from .resolve import resolve_versions
+
+    rows = await resolve_versions(
+        entry, args.key, current_turn=present.turn, history=history, thread_id=args.thread
+    )
+    items = [
+        {
+            "since": row.since,
+            "until": row.until,
+            "current": row.current,
+            "status": row.status,
+            "count": row.count,
+            "writes": row.writes,
+            "source": row.source,
+            "value": row.value,
+        }
+        for row in rows
+    ]
+    if args.json:
+        data = {
+            "key": args.key,
+            "versions": entry["versions"],
+            "value": entry.get("value"),
+            "items": items,
+        }
+        console.print_json(data=data)
+        return 0
+    table = _table(("turns", "status", "value"))
+    for row in rows:
+        if row.since is None:
+            turns = f"before {row.until + 1} ({row.count} versions)" if row.until else "earlier"
+        else:
+            turns = f"{row.since}–{row.until if row.until is not None else 'now'}"
+        value = json.dumps(row.value) if row.status == "kept" else ""
+        table.add_row(turns, row.status, _text(value))
+    _title(console, f"{args.key} · {entry['versions']} versions · thread {args.thread}")
+    console.print(table)
+    return 0
+
+
+def _text(cell: str) -> Any:
+    from rich.text import Text
+
+    return Text(cell)  # printed literally: ids, keys and values are never markup
+
+
+def _table(columns: Sequence[str], *, keys: Sequence[str] = ()) -> Any:
+    """A table whose first column, when it holds keys, is never wrapped inside a key."""
+    from rich.table import Table
+
+    table = Table()
+    for index, column in enumerate(columns):
+        if index == 0 and keys:
+            width = max(len(column), *(len(key) for key in keys))
+            table.add_column(column, no_wrap=True, min_width=width)
+        else:
+            table.add_column(column, overflow="fold")
+    return table
+
+
+def _title(console: Any, title: str) -> None:
+    """A table's title on a line of its own, never wrapped (a key in it stays whole)."""
+    console.print(title, markup=False, soft_wrap=True, style="bold")
+
+
 def _answer(console: Any, args: argparse.Namespace, answer: Any, keys: list[str]) -> int:
     """Print a turn read's answer (the value, or the outcome on one line) and exit with it."""
     from .history import Found, outcome
-    from .inspect_tool import describe_answer
+    from .wording import status_line
 
     if isinstance(answer, Found):
         data = {
@@ -431,7 +498,7 @@ def _answer(console: Any, args: argparse.Namespace, answer: Any, keys: list[str]
         return 0
     result = outcome(answer)
     extra = {"key": args.key, "turn": args.turn, **result.details}
-    return _report(console, args, result.code, describe_answer(answer, keys=keys), extra)
+    return _report(args, result.code, status_line(answer, keys=keys), extra)
 
 
 async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
@@ -469,8 +536,6 @@ async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
 
 
 async def _threads(args: argparse.Namespace) -> int:
-    from rich.table import Table
-    from rich.text import Text
 
     from .checkpointers import open_checkpointer
     from .threads import list_threads
@@ -494,19 +559,17 @@ async def _threads(args: argparse.Namespace) -> int:
     if args.json:
         console.print_json(data={"threads": rows, "next": page.next})
         return 0
-    table = Table()
-    for column in ("thread", "turns", "last write", "stored"):
-        table.add_column(column)
+    table = _table(("thread", "turns", "last write", "stored"), keys=[r["thread_id"] for r in rows])
     for row in rows:
         table.add_row(
-            Text(row["thread_id"]),
+            _text(row["thread_id"]),
             str(row["turns"]),
             row["last_write"] or "",
             _bytes(row["stored_bytes"]),
         )
     console.print(table)
     if page.next:
-        console.print(f"more: --before {page.next}", markup=False, soft_wrap=True)
+        print(f"more: --before {page.next}", file=sys.stderr)
     return 0
 
 
@@ -617,7 +680,10 @@ async def _index(args: argparse.Namespace) -> int:
         backend = sqlite_backend(saver, sync=False)
         assert backend is not None
         await backend.create_index()  # type: ignore[attr-defined]
-    print(f"{args.checkpointer}: index {INDEX_NAME} is in place")
+    if args.json:
+        print(json.dumps({"checkpointer": args.checkpointer, "index": INDEX_NAME}))
+    else:
+        print(f"{args.checkpointer}: index {INDEX_NAME} is in place")
     return 0
 
 
@@ -666,6 +732,9 @@ def _serve(args: argparse.Namespace) -> int:
         ) as saver:
             app = create_app(saver, sweep=schedule)
             server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port))
+            if args.json:
+                where = {"url": f"http://{args.host}:{args.port}", "sweep": schedule is not None}
+                print(json.dumps(where), flush=True)
             await server.serve()
 
     asyncio.run(run())

@@ -17,6 +17,7 @@ being handed the current value.
 # annotations LangChain would re-evaluate from strings on every call.
 
 import asyncio
+import json
 import textwrap
 from collections.abc import Callable
 from typing import Any
@@ -109,32 +110,54 @@ def _format_call(tool_call: dict[str, Any]) -> str:
     return f"{tool_call['name']}({args})"
 
 
+Record = Callable[[dict[str, Any]], None]
+"""Takes each turn as data (``demo --json`` prints one JSON line per turn)."""
+
+
 async def _turn(
-    agent: CompiledStateGraph, thread_id: str, text: str, out: Callable[[str], None]
+    agent: CompiledStateGraph,
+    thread_id: str,
+    text: str,
+    out: Callable[[str], None],
+    record: Record | None,
 ) -> None:
     before = await agent.aget_state({"configurable": {"thread_id": thread_id}})
     seen = len((before.values or {}).get("messages", []))
     state = await run_turn(agent, thread_id, text)
     turn = current_turn(state)
-    out(_wrap(text, f"\n── turn {turn} · user: "))
+    steps: list[dict[str, Any]] = []
     for message in state["messages"][seen + 1 :]:
         if isinstance(message, AIMessage):
             for tool_call in message.tool_calls:
-                out(_wrap(_format_call(tool_call), "   model → "))
+                steps.append({"call": tool_call["name"], "args": tool_call["args"]})
             if message.content:
-                out(_wrap(str(message.content), "   model: "))
+                steps.append({"model": str(message.content)})
         elif isinstance(message, ToolMessage):
-            out(_wrap(str(message.content), "   tool  ← "))
+            steps.append({"tool": str(message.content)})
+    if record is not None:
+        record({"thread_id": thread_id, "turn": turn, "user": text, "steps": steps})
+        return
+    out(_wrap(text, f"\n── turn {turn} · user: "))
+    for step in steps:
+        if "call" in step:
+            out(_wrap(_format_call({"name": step["call"], "args": step["args"]}), "   model → "))
+        elif "model" in step:
+            out(_wrap(step["model"], "   model: "))
+        else:
+            out(_wrap(step["tool"], "   tool  ← "))
 
 
 async def run_demo(
     checkpointer: BaseCheckpointSaver,
     out: Callable[[str], None] = print,
     model: BaseChatModel | None = None,
+    record: Record | None = None,
 ) -> tuple[str, str]:
     """Run both acts on ``checkpointer``, printing what the model saw through ``out``.
 
-    Returns the two acts' thread ids.
+    Returns the two acts' thread ids. With ``record``, each turn goes to it as data instead
+    (the thread, the turn, the user's text, and the calls, replies and tool answers in order),
+    and ``out`` gets only the narration between turns.
 
     ``model`` replaces the scripted model with a real one: the user's messages stay the same,
     and what the model does with them is its own.
@@ -149,13 +172,14 @@ async def run_demo(
         model or ScriptedChatModel(replies=_act_one_script()), tools, checkpointer=checkpointer
     )
     thread = first = f"demo-act-1-{uuid4().hex[:8]}"
-    await _turn(agent, thread, "Find the area of interest for Copenhagen.", out)
-    await _turn(agent, thread, "Which country is it in?", out)
+    await _turn(agent, thread, "Find the area of interest for Copenhagen.", out, record)
+    await _turn(agent, thread, "Which country is it in?", out, record)
     await _turn(
         agent,
         thread,
         "Now find Aarhus. How does the area you found first compare with this one?",
         out,
+        record,
     )
 
     out("\nAct 2 — retention. The operator prunes act 1's thread to its last turn:")
@@ -165,7 +189,7 @@ async def run_demo(
         f"{turn_span(result.retained_turns)} of {result.total_turns}."
     )
     out("   The key's ring still holds turn 1's version, so the answer survives pruning:")
-    await _turn(agent, thread, "Remind me, what was the first area?", out)
+    await _turn(agent, thread, "Remind me, what was the first area?", out, record)
 
     out("\n   A deployment configured with ring_size=0 keeps no prior values with the key:")
     bare = build_agent(
@@ -175,11 +199,11 @@ async def run_demo(
         ring_size=0,
     )
     thread = f"demo-act-2-{uuid4().hex[:8]}"
-    await _turn(bare, thread, "Find Copenhagen.", out)
-    await _turn(bare, thread, "Now find Oslo.", out)
+    await _turn(bare, thread, "Find Copenhagen.", out, record)
+    await _turn(bare, thread, "Now find Oslo.", out, record)
     result = await prune_thread(checkpointer, thread, keep_turns=1)
     out(f"   prune_thread(keep_turns=1): {result.deleted} checkpoints removed.")
-    await _turn(bare, thread, "What was the first area?", out)
+    await _turn(bare, thread, "What was the first area?", out, record)
     return first, thread
 
 
@@ -206,9 +230,17 @@ DEFAULT_DB = "demo.sqlite"
 directory, so the operator commands it prints afterwards work as printed."""
 
 
-async def _main(spec: str | None, model: str | None) -> None:
+async def _main(spec: str | None, model: str | None, as_json: bool) -> None:
     chosen = chat_model(model) if model else None
     spec = spec or f"sqlite:{DEFAULT_DB}"
+    if as_json:  # the turns on standard output, one JSON object a line; nothing else there
+
+        def record(turn: dict[str, Any]) -> None:
+            print(json.dumps(turn), flush=True)
+
+        async with open_checkpointer(spec) as checkpointer:
+            await run_demo(checkpointer, out=_nothing, model=chosen, record=record)
+        return
     print(f"checkpointer: {spec}")
     async with open_checkpointer(spec) as checkpointer:
         first, second = await run_demo(checkpointer, model=chosen)
@@ -221,9 +253,14 @@ async def _main(spec: str | None, model: str | None) -> None:
         )
 
 
-def main(spec: str | None = None, *, model: str | None = None) -> None:
+def _nothing(text: str) -> None:
+    """Narration is for a person; ``--json`` output is for a program."""
+
+
+def main(spec: str | None = None, *, model: str | None = None, as_json: bool = False) -> None:
     """Run the demo on the checkpointer ``spec`` (default: ``sqlite:demo.sqlite``).
 
-    ``model`` (``provider:name``) runs it with a real chat model instead of the scripted one.
+    ``model`` (``provider:name``) runs it with a real chat model instead of the scripted one;
+    ``as_json`` prints each turn as a line of JSON instead of the transcript.
     """
-    asyncio.run(_main(spec, model))
+    asyncio.run(_main(spec, model, as_json))

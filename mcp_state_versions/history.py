@@ -1,4 +1,4 @@
-"""What a host can tell the library about a thread's past, and the one resolution of a turn read.
+"""What a host can tell the library about a thread's past, and what a read of it can answer.
 
 The library knows entries, keys and turns. It does not know what a checkpoint is, which saver
 holds them, or how retention works; :class:`ThreadHistory` is the whole of what it asks a host
@@ -6,10 +6,8 @@ for, in its own vocabulary. :class:`mcp_state_versions.checkpoint_walk.Checkpoin
 implements it over any LangGraph checkpointer; a host with another store implements it
 directly.
 
-:func:`resolve_turn` is the single definition of "this key, as of that turn", used by the
-``inspect_state`` tool and by every other reader, so that a model and a person asking the same
-question get the same answer. It asks the entry's ring first and the history only for versions
-the ring no longer holds. Its outcomes are kept distinct because each calls for a different
+The answers a read can give (:data:`TurnAnswer`, resolved in :mod:`mcp_state_versions.resolve`)
+are kept distinct because each calls for a different
 next step: a miscounted turn can be retried, a pruned one cannot, a key that was not set yet is
 an answer in itself, and a deployment without history should be told apart from a gap in it.
 In none of them does the current value stand in for an old one.
@@ -17,12 +15,11 @@ In none of them does the current value stand in for an old one.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
-from .state import StateEntry, is_entry
-from .versions import RingBeforeFirst, RingHit, value_at_turn, version_spans
+from .state import StateEntry
 
 __all__ = [
     "AUTO",
@@ -43,10 +40,7 @@ __all__ = [
     "TurnSnapshot",
     "UnknownKey",
     "ValueEvicted",
-    "gallop",
     "outcome",
-    "resolve_past",
-    "resolve_turn",
     "retained_span",
     "turn_span",
 ]
@@ -299,157 +293,3 @@ class ThreadPresent:
     tool_state: Mapping[str, StateEntry]
     turn: int
     damage: DamagedState | None = None
-
-
-async def resolve_turn(
-    tool_state: Mapping[str, StateEntry],
-    key: str,
-    turn: int,
-    *,
-    current_turn: int,
-    history: ThreadHistory | None = None,
-    thread_id: str | None = None,
-) -> TurnAnswer:
-    """What ``key`` held at the end of ``turn`` on the thread whose present is ``tool_state``.
-
-    ``current_turn`` is the thread's turn now (:func:`mcp_state_versions.clock.current_turn` of
-    its state). ``turn`` must be ``>= 1``; validating a caller's input is the caller's job,
-    since each addresses a different reader.
-    """
-    entry = tool_state.get(key)
-    if entry is None:
-        return UnknownKey(key=key)
-    if turn > current_turn:
-        return NeverHappened(key=key, turn=turn, total=current_turn)
-    lookup = value_at_turn(entry, turn)
-    if isinstance(lookup, RingHit):
-        return Found(
-            key,
-            turn,
-            lookup.value,
-            lookup.since,
-            lookup.until,
-            source="ring",
-            current=lookup.until is None,
-        )
-    if isinstance(lookup, RingBeforeFirst):
-        return KeyNotSetYet(key=key, turn=turn, first_turn=lookup.first_turn)
-    if history is None or thread_id is None:
-        return NoHistory(key=key, turn=turn, oldest_in_ring=lookup.oldest_in_ring)
-    snapshot = await history.tool_state_at(thread_id, turn)
-    past = _past_entry(snapshot, key, turn, current_turn)
-    if not is_entry(past):
-        return past  # type: ignore[no-any-return]
-    since = past["since"]
-    if since == entry["since"] and past["digest"] == entry["digest"]:
-        return Found(key, turn, past["value"], since, None, source="history", current=True)
-    until = await _version_end(entry, key, since, turn, history, thread_id)
-    return Found(key, turn, past["value"], since, until, source="history")
-
-
-def _past_entry(snapshot: TurnSnapshot, key: str, turn: int, current_turn: int) -> Any:
-    """What a turn's snapshot holds for ``key``: its entry, or the answer when it holds no
-    entry to compare (not retained, not set yet, evicted then, a plain value)."""
-    # A run saves checkpoints in the background, so a tool can be ahead of its thread's history
-    # by the turn it is in. Those turns are held by the present, not missing from it.
-    total = max(current_turn, snapshot.index.total)
-    retained = snapshot.index.retained
-    if turn > snapshot.index.total or snapshot.tool_state is None:
-        return NotRetained(
-            key=key,
-            turn=turn,
-            total=total,
-            retained=range(retained.start if retained else snapshot.index.total + 1, total + 1),
-        )
-    past = snapshot.tool_state.get(key)
-    if past is None:
-        return KeyNotSetYet(key=key, turn=turn, first_turn=None)
-    if not is_entry(past):  # stored before the reducer adopted it
-        return Found(key, turn, past, None, None, source="history", current=False)
-    if "value" not in past:
-        return ValueEvicted(key=key, turn=turn)  # evicted then too: no checkpoint holds it
-    return past
-
-
-async def resolve_past(
-    key: str, turn: int, *, history: ThreadHistory, thread_id: str
-) -> TurnAnswer:
-    """What ``key`` held at the end of ``turn``, from the history alone: for a thread whose
-    present cannot be read (:attr:`ThreadPresent.damage`), so there is no entry to ask first.
-
-    The answers are those of :func:`resolve_turn`, except that a version's last turn is not
-    searched for (``until`` is ``None``) and a key the turn did not hold is "not set yet",
-    since without the present there is no telling it from a key the thread never had.
-    """
-    snapshot = await history.tool_state_at(thread_id, turn)
-    if turn < 1 or turn > snapshot.index.total:
-        return NeverHappened(key=key, turn=turn, total=snapshot.index.total)
-    past = _past_entry(snapshot, key, turn, snapshot.index.total)
-    if not is_entry(past):
-        return past  # type: ignore[no-any-return]
-    return Found(key, turn, past["value"], past["since"], None, source="history")
-
-
-async def _version_end(
-    entry: StateEntry,
-    key: str,
-    since: int,
-    turn: int,
-    history: ThreadHistory,
-    thread_id: str,
-) -> int | None:
-    """The last turn of the version that began in ``since`` (not the current one).
-
-    The entry knows the start of each version its ring still identifies. For an older one the
-    history is searched for the last turn that still ended with it (``None`` when that part of
-    history is no longer retained), so a history answer reads like a ring answer. A history
-    may offer ``version_end`` to do this on one read of its lineage (``CheckpointHistory``
-    does); otherwise each probe is a :meth:`ThreadHistory.tool_state_at`.
-    """
-    spans = version_spans(entry)
-    for span in spans:
-        if span.since == since:
-            return span.until
-    last_possible = spans[0].since - 1
-    finder = getattr(history, "version_end", None)
-    if finder is not None:
-        return await finder(thread_id, key, since, turn, last_possible)
-
-    async def holds(probe: int) -> bool | None:
-        snapshot = await history.tool_state_at(thread_id, probe)
-        if snapshot.tool_state is None:
-            return None
-        found = snapshot.tool_state.get(key)
-        return is_entry(found) and found["since"] == since
-
-    return await gallop(holds, turn, last_possible)
-
-
-async def gallop(holds: Callable[[int], Awaitable[bool | None]], low: int, high: int) -> int | None:
-    """The last turn in ``low..high`` for which ``holds`` is true, given that it holds at
-    ``low`` and that the turns it holds for are contiguous; ``None`` if a probe cannot tell.
-
-    Galloping (``low+1, low+2, low+4, ...``, then bisection) costs O(log length) probes of the
-    version's own length, not of the thread's: a key rewritten every turn needs one.
-    """
-    step, good, bad = 1, low, high + 1
-    while good + step < bad:
-        probe = good + step
-        answer = await holds(probe)
-        if answer is None:
-            return None
-        if answer:
-            good, step = probe, step * 2
-        else:
-            bad = probe
-            break
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        answer = await holds(middle)
-        if answer is None:
-            return None
-        if answer:
-            good = middle
-        else:
-            bad = middle
-    return good

@@ -40,11 +40,11 @@ from pydantic import BaseModel
 from .agent import SESSION_STATE_PROMPT
 from .clock import close_turn, current_turn, open_turn
 from .history import AUTO, HistoryOption
-from .inspect_tool import make_inspect_state
 from .publish import SECRET_NAMES, noted_messages, publication, tool_state_writes, withheld
 from .render import dumps
 from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
+from .tool import make_inspect_state
 
 __all__ = ["DEFAULT_INLINE_LIMIT", "SessionStateMiddleware"]
 

@@ -9,7 +9,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 
 from mcp_state_versions.agent import build_agent, run_turn
 from mcp_state_versions.demo import get_aoi
-from mcp_state_versions.history import TurnAnswer, resolve_turn
+from mcp_state_versions.history import TurnAnswer
+from mcp_state_versions.resolve import resolve_turn
 from mcp_state_versions.scripted import ScriptedChatModel, call
 from mcp_state_versions.state import count_turns
 

@@ -12,8 +12,11 @@ from langchain_core.messages import HumanMessage
 from mcp_state_versions.agent import run_turn
 from mcp_state_versions.api import create_app
 from mcp_state_versions.checkpoint_walk import CheckpointHistory
-from mcp_state_versions.inspect_tool import make_inspect_state
+from mcp_state_versions.history import outcome
+from mcp_state_versions.resolve import resolve_turn, versioned_entries
 from mcp_state_versions.retention import PruningInMemorySaver, prune_thread
+from mcp_state_versions.tool import make_inspect_state
+from mcp_state_versions.wording import describe_answer, status_line
 
 from .conftest import runtime_for
 from .helpers import BBOX, agent_on, fork_at
@@ -43,7 +46,9 @@ def client(app: Any, token: str | None = None) -> httpx.AsyncClient:
 async def test_routes_and_the_tool_agree_on_every_key_and_turn(saver: Any, thread_id: str) -> None:
     agent = await forked_pruned_thread(saver, thread_id)
     state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
-    tool = make_inspect_state(history=CheckpointHistory(saver))
+    history = CheckpointHistory(saver)
+    tool = make_inspect_state(history=history)
+    entries = versioned_entries(state["tool_state"])
     seen: set[int] = set()
     async with client(create_app(saver)) as http:
         for key in KEYS:
@@ -54,11 +59,17 @@ async def test_routes_and_the_tool_agree_on_every_key_and_turn(saver: Any, threa
                 text = await tool.ainvoke(
                     {"key": key, "turn": turn, "runtime": runtime_for(state, thread_id)}
                 )
+                answer = await resolve_turn(
+                    entries, key, turn, current_turn=6, history=history, thread_id=thread_id
+                )
                 seen.add(response.status_code)
+                # One resolution, worded for each reader: the model, and a person over HTTP.
+                assert text == describe_answer(answer, keys=list(entries))
                 if response.status_code == 200:
                     assert text.endswith("\n" + json.dumps(response.json()["value"]))
                 else:
-                    assert response.json()["detail"] == text
+                    assert response.json()["code"] == outcome(answer).code
+                    assert response.json()["detail"] == status_line(answer, keys=list(entries))
     assert seen == {200, 404, 410}
 
 
@@ -100,7 +111,11 @@ async def test_status_codes_and_bodies(saver: Any, thread_id: str) -> None:
             10.9,
             60.0,
         ]
-        assert versions["older_not_kept"] == versions["versions"] - len(versions["items"])
+        items = versions["items"]
+        assert sum(item["count"] for item in items) == versions["versions"]
+        # Turns 1–3 were pruned: what they held before the ring begins is one row saying so.
+        assert items[0]["status"] == "pruned" and items[0]["until"] == items[1]["since"] - 1, items
+        assert all(item["status"] == "kept" for item in items[1:]), items
 
         turns = (await http.get(f"{base}/turns")).json()
         assert turns == {"thread_id": thread_id, "total": 6, "retained": {"first": 4, "last": 6}}

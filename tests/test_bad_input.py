@@ -30,8 +30,8 @@ from mcp_state_versions import (
     publish,
     resolve_turn,
 )
-from mcp_state_versions.inspect_tool import describe_answer
 from mcp_state_versions.scripted import ScriptedChatModel, call
+from mcp_state_versions.wording import describe_answer
 
 from .conftest import runtime_for
 from .conversation import PUT, Conversation, agent_graph, put, respond

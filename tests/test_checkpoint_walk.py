@@ -141,7 +141,7 @@ async def test_never_happened_and_pruned_are_distinct(saver: Any, thread_id: str
         assert isinstance(answer, NotRetained) and answer.retained == range(4, 6)
     assert [plain(a) for a in after[3:]] == [("Found", OSLO), ("Found", OSLO)]
     state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
-    from mcp_state_versions.history import resolve_turn
+    from mcp_state_versions.resolve import resolve_turn
 
     beyond = await resolve_turn(
         state["tool_state"], BBOX, 6, current_turn=5, history=history, thread_id=thread_id

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,8 +40,15 @@ def demo_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """The exit code, and standard output when it is 0, standard error otherwise: a value goes
+    to one, an outcome to the other, never both."""
     code = main(list(args))
-    return code, capsys.readouterr().out
+    captured = capsys.readouterr()
+    if code == 0:
+        assert captured.err == "", captured.err
+        return code, captured.out
+    assert captured.out == "", captured.out
+    return code, captured.err
 
 
 def test_inspect_lists_reads_and_distinguishes_outcomes(
@@ -58,15 +66,17 @@ def test_inspect_lists_reads_and_distinguishes_outcomes(
     assert code == 3 and json.loads(out)["outcome"] == "turn_never_happened"
 
     code, out = run(capsys, *base, BBOX, "--versions", "--json")
-    assert code == 0 and json.loads(out)["items"][0]["value"] == [
-        12.4,
-        55.5,
-        12.7,
-        55.8,
+    listed = json.loads(out)
+    assert code == 0 and listed["value"] == [9.9, 56.1, 10.3, 56.2]
+    assert [(i["since"], i["until"], i["status"], i["value"]) for i in listed["items"]] == [
+        (1, 2, "kept", [12.4, 55.5, 12.7, 55.8]),
+        (3, None, "kept", [9.9, 56.1, 10.3, 56.2]),
     ]
 
     code, out = run(capsys, *base, "gazet/get_aoi/nope")
-    assert code == 6 and "unknown_key" in out
+    assert code == 6 and out.startswith("mcp-state-versions: unknown_key: no key ")
+    assert "did you mean gazet/get_aoi/name, " in out  # for a person: no advice to a model
+    assert "Do not" not in out and "call" not in out
 
     code, out = run(capsys, "inspect", "--checkpointer", spec, "--thread", "no-such-thread")
     assert code == 6
@@ -138,6 +148,118 @@ def test_serve_answers_over_http(demo_file: tuple[str, str, str]) -> None:
         server.wait(timeout=10)
 
 
+def _command() -> list[str]:
+    script = Path(sys.executable).with_name("mcp-state-versions")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mcp_state_versions.cli"]
+
+
+def test_every_command_takes_json() -> None:
+    from mcp_state_versions.cli import _parser
+
+    commands = _parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    missing = [name for name, parser in commands.items() if "--json" not in parser.format_help()]
+    assert missing == []
+
+
+def test_demo_json_is_one_turn_a_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*_command(), "demo", "--db", str(tmp_path / "d.sqlite"), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    turns = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [turn["turn"] for turn in turns] == [1, 2, 3, 4, 1, 2, 3]
+    assert turns[0]["user"] == "Find the area of interest for Copenhagen."
+    assert turns[0]["steps"][0] == {"call": "get_aoi", "args": {"place": "Copenhagen"}}
+    assert any("rewritten, 2 versions" in step.get("tool", "") for step in turns[2]["steps"])
+
+
+def test_index_and_serve_json(demo_file: tuple[str, str, str], tmp_path: Path) -> None:
+    import shutil
+
+
+    spec, first, _ = demo_file
+    copy = tmp_path / "copy.sqlite"
+    shutil.copy(spec.removeprefix("sqlite:"), copy)
+    done = subprocess.run(
+        [*_command(), "index", "--checkpointer", f"sqlite:{copy}", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout)["index"].startswith("mcp_state_versions_lineage")
+    with socket_port() as port:
+        server = subprocess.Popen(
+            [*_command(), "serve", "--checkpointer", spec, "--port", str(port), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+    try:
+        assert server.stdout is not None
+        where = json.loads(server.stdout.readline())
+        assert where == {"url": f"http://127.0.0.1:{port}", "sweep": False}
+        response = _get_when_up(f"{where['url']}/threads/{first}/turns", server)
+        assert response.status_code == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+class socket_port:
+    """A free port on 127.0.0.1, released when the block ends (for a server to take)."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _get_when_up(url: str, server: subprocess.Popen[str]) -> Any:
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return httpx.get(url, timeout=2)
+        except httpx.TransportError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise
+            time.sleep(0.2)
+
+
+def test_titles_and_keys_are_never_wrapped_inside_a_key(demo_file: tuple[str, str, str]) -> None:
+    """On a terminal 30 columns wide, each key and the title stay whole on one line."""
+    spec, first, _ = demo_file
+    done = subprocess.run(
+        [*_command(), "inspect", "--checkpointer", spec, "--thread", first],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "30"},
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"thread {first} · turn 4 · 3 keys"
+    for key in (BBOX, "gazet/get_aoi/country", "gazet/get_aoi/name"):
+        assert any(key in line for line in lines), (key, done.stdout)
+    done = subprocess.run(
+        [*_command(), "inspect", "--checkpointer", spec, "--thread", first, BBOX, "--versions"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "30"},
+    )
+    assert done.stdout.splitlines()[0] == f"{BBOX} · 2 versions · thread {first}"
+
+
 def test_an_evicted_value_is_listed_as_evicted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -164,7 +286,7 @@ def test_an_evicted_value_is_listed_as_evicted(
     assert all(row["shape"] != "null" for row in rows.values())
     evicted = next(key for key, row in rows.items() if row["evicted"])
     code = main(["inspect", "--checkpointer", spec, "--thread", "t", evicted, "--json"])
-    assert code == 4 and json.loads(capsys.readouterr().out)["outcome"] == "value_evicted"
+    assert code == 4 and json.loads(capsys.readouterr().err)["outcome"] == "value_evicted"
 
 
 # -- bad paths, as a user meets them: one line, no traceback, the documented exit code ----------

@@ -24,7 +24,7 @@ from mcp_state_versions.api import create_app
 from mcp_state_versions.backends import TOOL_STATE, backend_for
 from mcp_state_versions.checkpoint_walk import CheckpointHistory
 from mcp_state_versions.demo import GAZETTEER
-from mcp_state_versions.inspect_tool import make_inspect_state
+from mcp_state_versions.tool import make_inspect_state
 
 from .conftest import BACKENDS, PG_DSN, open_backend, runtime_for
 from .helpers import BBOX, agent_on

@@ -78,4 +78,4 @@ def test_the_threads_command(tmp_path: Path) -> None:
     assert [t["thread_id"] for t in listed["threads"]] == ["newer", "older"]
     assert listed["threads"][0]["turns"] == 2 and listed["next"] is None
     done = subprocess.run([*base, "--limit", "1"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and "newer" in done.stdout and "more: --before" in done.stdout
+    assert done.returncode == 0 and "newer" in done.stdout and "more: --before" in done.stderr

@@ -2,7 +2,7 @@
 
 ``GET /threads/{id}/state/{key}?turn=N`` and ``inspect_state(key, turn=N)`` answer one
 question, so they run one piece of code: both call
-:func:`mcp_state_versions.history.resolve_turn` (ring first, checkpoint walk second) on the
+:func:`mcp_state_versions.resolve.resolve_turn` (ring first, checkpoint walk second) on the
 thread's present. A route never has its own idea of what a turn is.
 
 The app is one router per resource (:mod:`.threads`, :mod:`.state`), the dependencies they

@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ..checkpoint_walk import CheckpointHistory
 from ..history import ThreadPresent
-from ..inspect_tool import versioned_entries, visible_keys
+from ..resolve import versioned_entries, visible_keys
 from .problems import Problem, ProblemError
 
 __all__ = [

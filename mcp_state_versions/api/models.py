@@ -51,10 +51,19 @@ class KeyValue(BaseModel):
 
 
 class VersionItem(BaseModel):
-    since: int
+    """One version, oldest first (see :class:`mcp_state_versions.resolve.VersionRow`)."""
+
+    #: Its first turn; ``None`` for a row standing for ``count`` versions whose turns are gone.
+    since: int | None
+    #: Its last turn; ``None`` for the current version.
     until: int | None
     current: bool
-    kept: bool
+    #: ``kept`` (``value`` is it), ``evicted`` (never stored: too large), ``pruned`` (its turns
+    #: are no longer retained), ``no_history`` (beyond the ring, and no turn history here).
+    status: Literal["kept", "evicted", "pruned", "no_history"]
+    count: int
+    writes: int
+    source: Literal["ring", "history"] | None
     value: JsonValue
 
 
@@ -62,7 +71,8 @@ class KeyVersions(BaseModel):
     thread_id: str
     key: str
     versions: int
-    older_not_kept: int
+    #: The current value (``None`` when evicted).
+    value: JsonValue
     items: list[VersionItem]
 
 

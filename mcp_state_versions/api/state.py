@@ -5,17 +5,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from ..history import (
-    Found,
-    ThreadPresent,
-    TurnAnswer,
-    UnknownKey,
-    outcome,
-    resolve_past,
-    resolve_turn,
-)
-from ..inspect_tool import describe_answer, entry_summary, eviction_note
-from ..versions import version_spans
+from ..history import Found, ThreadPresent, TurnAnswer, UnknownKey, outcome
+from ..resolve import resolve_past, resolve_turn, resolve_versions
+from ..wording import entry_summary, eviction_status, status_line
 from .access import PROBLEMS, History, Thread
 from .models import KeySummary, KeyValue, KeyVersions, StateListing, VersionItem
 from .problems import Problem, ProblemError
@@ -32,7 +24,7 @@ def _entry_of(present: ThreadPresent, key: str) -> Any:
         raise present.damage
     entry = present.tool_state.get(key)
     if entry is None:
-        message = describe_answer(UnknownKey(key), keys=list(present.tool_state))
+        message = status_line(UnknownKey(key), keys=list(present.tool_state))
         raise ProblemError(404, "unknown_key", message)
     return entry
 
@@ -49,7 +41,7 @@ async def list_state(thread_id: str, present: Thread) -> StateListing:
 
 
 @router.get(
-    "/{key:path}/versions", responses=PROBLEMS, summary="Every version of a key the entry keeps"
+    "/{key:path}/versions", responses=PROBLEMS, summary="Every version a key has held"
 )
 async def key_versions(
     thread_id: str, key: str, present: Thread, history: History, turn: Turn = None
@@ -63,20 +55,31 @@ async def key_versions(
         raise ProblemError(
             422,
             "turn_not_applicable",
-            "/versions lists every version the entry keeps; read one turn at "
+            "/versions lists every version the key has held; read one turn at "
             f"/threads/{thread_id}/state/{key}?turn={turn}",
         )
     entry = _entry_of(present, key)
-    spans = version_spans(entry)
+    rows = await resolve_versions(
+        entry, key, current_turn=present.turn, history=history, thread_id=thread_id
+    )
     items = [
-        VersionItem(since=s.since, until=s.until, current=s.current, kept=s.kept, value=s.value)
-        for s in spans
+        VersionItem(
+            since=row.since,
+            until=row.until,
+            current=row.current,
+            status=row.status,
+            count=row.count,
+            writes=row.writes,
+            source=row.source,
+            value=row.value,
+        )
+        for row in rows
     ]
     return KeyVersions(
         thread_id=thread_id,
         key=key,
         versions=entry["versions"],
-        older_not_kept=entry["versions"] - len(spans),
+        value=entry.get("value"),
         items=items,
     )
 
@@ -96,7 +99,7 @@ async def read_key(
     entry = _entry_of(present, key)
     if turn is None:
         if "value" not in entry:
-            raise ProblemError(410, "value_evicted", eviction_note(key, entry, flag="?turn="))
+            raise ProblemError(410, "value_evicted", eviction_status(key, entry, flag="?turn="))
         return KeyValue(
             thread_id=thread_id,
             key=key,
@@ -139,5 +142,5 @@ def _answered(
             versions=versions,
         )
     result = outcome(answer)
-    message = describe_answer(answer, keys=list(present.tool_state))
+    message = status_line(answer, keys=list(present.tool_state))
     raise ProblemError(result.status, result.code, message, **result.details)

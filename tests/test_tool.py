@@ -9,8 +9,9 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from mcp_state_versions.history import TurnIndex, TurnSnapshot
-from mcp_state_versions.inspect_tool import LISTING_LINES, make_inspect_state, read_state_key
 from mcp_state_versions.state import make_merge_tool_state, merge_tool_state
+from mcp_state_versions.tool import make_inspect_state, read_state_key
+from mcp_state_versions.wording import LISTING_LINES
 
 from .conftest import runtime_for
 
@@ -288,9 +289,9 @@ async def test_turn_reads_of_a_prefix_are_refused() -> None:
     assert text.startswith("turn= and versions= read one key")
 
 
-async def test_after_a_prune_versions_points_only_to_reads_that_work() -> None:
-    """Six turns rewrite a key; the ring keeps two prior values; a prune keeps two turns.
-    The version list names a turn= read only for versions whose turns are still retained."""
+async def _versions_text(ring_size: int, keep_turns: int | None, thread_id: str) -> str:
+    """Six turns put k=v1..v6 (turn 3 writes it twice); then an optional prune; then the
+    model's versions=true listing, read through the run's checkpointer."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from mcp_state_versions import prune_thread
@@ -298,17 +299,41 @@ async def test_after_a_prune_versions_points_only_to_reads_that_work() -> None:
     from .conversation import PUT, Conversation, agent_graph
 
     saver = InMemorySaver()
-    conv = Conversation(agent_graph(saver, ring_size=2), saver, "pruned-versions")
+    conv = Conversation(agent_graph(saver, ring_size=ring_size), saver, thread_id)
     for turn in range(1, 7):
         await conv.say(f"put k=v{turn}")
-    await prune_thread(saver, conv.thread_id, keep_turns=2)
+    if keep_turns is not None:
+        await prune_thread(saver, conv.thread_id, keep_turns=keep_turns)
     state = (await conv.graph.aget_state(conv.config)).values
     tool = make_inspect_state()
     runtime = runtime_for(state, conv.thread_id)
     runtime.config["configurable"]["__pregel_checkpointer"] = saver
-    text = await tool.coroutine(key=PUT + "k", versions=True, runtime=runtime)  # type: ignore[misc]
-    assert "older versions before turn 4" in text and "cannot be read" in text, text
-    for turn in (1, 2, 3, 4):
-        assert f"turn={turn})" not in text and f"turn={turn}." not in text, text
-    answer = await tool.coroutine(key=PUT + "k", turn=5, runtime=runtime)  # type: ignore[misc]
-    assert answer.endswith('"v5"'), answer
+    return await tool.coroutine(key=PUT + "k", versions=True, runtime=runtime)  # type: ignore[misc]
+
+
+async def test_versions_lists_every_version_beyond_the_ring_from_history() -> None:
+    """A ring of one keeps v5; v1..v4 are read from history, each with its own turn."""
+    text = await _versions_text(ring_size=1, keep_turns=None, thread_id="all-versions")
+    assert text.splitlines() == [
+        "ts/put/k has held 6 values, oldest first:",
+        '- turn 1: "v1"',
+        '- turn 2: "v2"',
+        '- turn 3: "v3"',
+        '- turn 4: "v4"',
+        '- turn 5: "v5"',
+        '- turn 6 on (current): "v6"',
+    ], text
+
+
+async def test_after_a_prune_versions_says_which_were_pruned() -> None:
+    """The ring keeps two prior values and a prune keeps two turns: the three versions
+    before turn 4 are one line saying their turns were pruned; no turn= read is offered."""
+    text = await _versions_text(ring_size=2, keep_turns=2, thread_id="pruned-versions")
+    assert text.splitlines() == [
+        "ts/put/k has held 6 values, oldest first:",
+        "- 3 versions held before turn 4: (those turns were pruned from this deployment's "
+        "history: it cannot be read)",
+        '- turn 4: "v4"',
+        '- turn 5: "v5"',
+        '- turn 6 on (current): "v6"',
+    ], text

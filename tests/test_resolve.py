@@ -1,0 +1,157 @@
+"""Resolving a read, once for every reader: a key's whole version list, beyond its ring.
+
+The tool, the command line and HTTP all list the same versions from one resolution; older
+versions come from history at one read each, along the branch, and pruned turns are said to be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from mcp_state_versions.agent import run_turn
+from mcp_state_versions.api import create_app
+from mcp_state_versions.checkpoint_walk import CheckpointHistory
+from mcp_state_versions.checkpointers import open_checkpointer
+from mcp_state_versions.cli import main
+from mcp_state_versions.history import TurnIndex, TurnSnapshot
+from mcp_state_versions.resolve import resolve_versions, versioned_entries
+from mcp_state_versions.tool import make_inspect_state
+
+from .conftest import runtime_for
+from .helpers import BBOX, agent_on, fork_at
+
+PLACES = ["Copenhagen", "Aarhus", "Oslo", "Copenhagen", "Aarhus", "Oslo"]
+COPENHAGEN, AARHUS, OSLO = (
+    [12.4, 55.5, 12.7, 55.8],
+    [9.9, 56.1, 10.3, 56.2],
+    [10.6, 59.8, 10.9, 60.0],
+)
+
+
+class CountingHistory:
+    """A real history that counts the turn reads a resolution asks of it."""
+
+    def __init__(self, history: CheckpointHistory) -> None:
+        self.history, self.reads = history, 0
+
+    async def turns(self, thread_id: str) -> TurnIndex:
+        return await self.history.turns(thread_id)
+
+    async def tool_state_at(self, thread_id: str, turn: int) -> TurnSnapshot:
+        self.reads += 1
+        return await self.history.tool_state_at(thread_id, turn)
+
+
+async def six_areas(saver: Any, thread_id: str) -> Any:
+    """Six turns, each finding another area, with a ring of one prior version."""
+    agent = agent_on(saver, ring_size=1)
+    for place in PLACES:
+        await run_turn(agent, thread_id, f"find {place}")
+    return agent
+
+
+async def test_every_version_from_history_one_read_each(saver: Any, thread_id: str) -> None:
+    agent = await six_areas(saver, thread_id)
+    state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+    entry = versioned_entries(state["tool_state"])[BBOX]
+    history = CountingHistory(CheckpointHistory(saver))
+    rows = await resolve_versions(entry, BBOX, current_turn=6, history=history, thread_id=thread_id)
+    expected = [COPENHAGEN, AARHUS, OSLO, COPENHAGEN, AARHUS, OSLO]
+    assert [(row.since, row.until, row.value) for row in rows] == [
+        (turn, None if turn == 6 else turn, value) for turn, value in enumerate(expected, 1)
+    ]
+    assert [row.source for row in rows] == ["history"] * 4 + ["ring"] * 2
+    # At most one read a version beyond the ring, and fewer: each entry read comes with its
+    # own ring of one, so turn 4's entry gives turns 3 and 4, turn 2's gives 1 and 2.
+    assert history.reads == 2
+
+
+async def test_a_fork_lists_its_own_branch_only(saver: Any, thread_id: str) -> None:
+    """After a fork from turn 2, the versions are turn 1–2's and the fork's; the abandoned
+    branch's turns 3–6 never appear."""
+    agent = await six_areas(saver, thread_id)
+    await fork_at(agent, thread_id, 2, "find Oslo")
+    await run_turn(agent, thread_id, "find Oslo")  # not a new version: the same value
+    state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+    entry = versioned_entries(state["tool_state"])[BBOX]
+    rows = await resolve_versions(
+        entry, BBOX, current_turn=4, history=CheckpointHistory(saver), thread_id=thread_id
+    )
+    assert [(row.since, row.until, row.value) for row in rows] == [
+        (1, 1, COPENHAGEN),
+        (2, 2, AARHUS),
+        (3, None, OSLO),
+    ]
+
+
+async def test_without_history_the_rows_beyond_the_ring_say_so(saver: Any, thread_id: str) -> None:
+    agent = await six_areas(saver, thread_id)
+    state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+    entry = versioned_entries(state["tool_state"])[BBOX]
+    rows = await resolve_versions(entry, BBOX, current_turn=6)
+    assert [(row.since, row.until, row.status, row.count) for row in rows] == [
+        (None, 4, "no_history", 4),
+        (5, 5, "kept", 1),
+        (6, None, "kept", 1),
+    ]
+
+
+@pytest.mark.parametrize("pruned", [False, True])
+def test_the_tool_the_cli_and_http_list_the_same_versions(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], pruned: bool
+) -> None:
+    spec, thread_id = f"sqlite:{tmp_path / 'areas.sqlite'}", "versions-everywhere"
+
+    async def write_and_read() -> tuple[str, dict[str, Any]]:
+        async with open_checkpointer(spec) as saver:
+            agent = await six_areas(saver, thread_id)
+            if pruned:
+                from mcp_state_versions.retention import prune_thread
+
+                await prune_thread(saver, thread_id, keep_turns=3)
+            state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+            runtime = runtime_for(state, thread_id)
+            runtime.config["configurable"]["__pregel_checkpointer"] = saver
+            tool = make_inspect_state()
+            text = await tool.coroutine(key=BBOX, versions=True, runtime=runtime)  # type: ignore[misc]
+            transport = httpx.ASGITransport(app=create_app(saver))
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                response = await http.get(f"/threads/{thread_id}/state/{BBOX}/versions")
+            return text, response.json()
+
+    text, over_http = asyncio.run(write_and_read())
+    code = main(
+        ["inspect", "--checkpointer", spec, "--thread", thread_id, BBOX, "--versions", "--json"]
+    )
+    from_cli = json.loads(capsys.readouterr().out)
+    assert code == 0 and from_cli["items"] == over_http["items"]
+    assert from_cli["value"] == over_http["value"] == OSLO
+    lines = text.splitlines()[1:]
+    assert len(lines) == len(over_http["items"])
+    for line, item in zip(lines, over_http["items"], strict=True):
+        if item["status"] == "kept":
+            assert line.endswith(": " + json.dumps(item["value"])), (line, item)
+        else:
+            assert item["status"] == "pruned" and "pruned" in line
+    if pruned:  # turns 1–3 pruned; turn 4's entry (retained) still rings turn 3's version
+        assert [(i["since"], i["status"], i["count"]) for i in over_http["items"]] == [
+            (None, "pruned", 2),
+            (3, "kept", 1),
+            (4, "kept", 1),
+            (5, "kept", 1),
+            (6, "kept", 1),
+        ]
+    else:
+        assert [i["value"] for i in over_http["items"]] == [
+            COPENHAGEN,
+            AARHUS,
+            OSLO,
+            COPENHAGEN,
+            AARHUS,
+            OSLO,
+        ]
