@@ -35,6 +35,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 from .backends import NeedsAsync, backend_for, stamp_turn
 from .clock import current_turn, ticks_around
+from .handles import StateHandles
 from .history import AUTO, HistoryOption
 from .publish import noted_messages
 from .state import (
@@ -119,7 +120,9 @@ def build_agent(
     The graph is ``agent <-> tools``: the agent node ticks the turn clock on each new user
     message, whoever sends it, and closes the turn with its final reply. ``checkpointer`` may
     be left out and attached later (as the LangGraph Agent Server does); ``history=AUTO``
-    follows whichever saver runs.
+    follows whichever saver runs. A tool argument ``"@state:<key>"`` or
+    ``"@state:<key>@turn=N"`` is replaced by that value before the tool runs
+    (:mod:`mcp_state_versions.handles`).
     """
     all_tools = with_session_state(tools, checkpointer, allowed_keys=allowed_keys, history=history)
     reducer = reducer or make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
@@ -145,7 +148,11 @@ def build_agent(
     graph = StateGraph(make_session_state(reducer, snapshot_frequency=snapshot_frequency))
     # Both forms, so the agent runs under invoke() as well as ainvoke()/astream().
     graph.add_node("agent", RunnableLambda(call_model, afunc=acall_model, name="agent"))
-    graph.add_node("tools", ToolNode(all_tools))
+    handles = StateHandles(history)  # @state: arguments, resolved before each tool runs
+    tools_node = ToolNode(
+        all_tools, wrap_tool_call=handles.wrap_tool_call, awrap_tool_call=handles.awrap_tool_call
+    )
+    graph.add_node("tools", tools_node)
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
     graph.add_edge("tools", "agent")

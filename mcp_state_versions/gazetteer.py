@@ -1,4 +1,7 @@
-"""An example MCP server: a tiny gazetteer whose get_aoi returns structured content.
+"""An example MCP server: a tiny gazetteer whose tools return structured content.
+
+``get_aoi`` finds a place's area; ``compare_areas`` compares two, which a model passes as
+``@state:`` handles rather than copying the numbers (:mod:`mcp_state_versions.handles`).
 
 Run it over stdio (what the agent's MCP client does), from anywhere the library is installed::
 
@@ -37,6 +40,25 @@ def get_aoi(place: str) -> AreaOfInterest:
         raise ValueError(f"no area of interest known for {place!r}; try Copenhagen, Aarhus or Oslo")
     name, country, bbox = found
     return AreaOfInterest(name=name, country=country, bbox=bbox)
+
+
+class Comparison(BaseModel):
+    wider: str
+    taller: str
+    #: How far ``b``'s centre lies east of ``a``'s, in degrees (west is negative).
+    east_offset: float
+
+
+@server.tool()
+def compare_areas(a: list[float], b: list[float]) -> Comparison:
+    """Compare two bounding boxes (west, south, east, north): which is wider, which taller."""
+    width_a, width_b = a[2] - a[0], b[2] - b[0]
+    height_a, height_b = a[3] - a[1], b[3] - b[1]
+    return Comparison(
+        wider="a" if width_a > width_b else "b" if width_b > width_a else "same",
+        taller="a" if height_a > height_b else "b" if height_b > height_a else "same",
+        east_offset=round((b[0] + b[2]) / 2 - (a[0] + a[2]) / 2, 6),
+    )
 
 
 if __name__ == "__main__":

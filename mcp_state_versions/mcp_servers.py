@@ -29,9 +29,10 @@ except ImportError as error:  # pragma: no cover - depends on the environment
         "MCP tools need the 'mcp' extra: pip install 'mcp-state-versions[mcp]'"
     ) from error
 
+from .handles import ResolveStateHandles
 from .publish import publish
 
-__all__ = ["PublishStructuredResults", "load_publishing_tools"]
+__all__ = ["PublishStructuredResults", "ResolveStateHandles", "load_publishing_tools"]
 
 
 class PublishStructuredResults:
@@ -64,6 +65,8 @@ async def load_publishing_tools(
 ) -> list[BaseTool]:
     """Load every tool of the MCP servers in ``connections``, publishing their structured results.
 
+    ``@state:`` handles in a call's arguments are resolved before the server is called.
+
     ``connections`` maps a server name (the toolset part of its keys) to a connection, as for
     ``langchain_mcp_adapters.client.MultiServerMCPClient``, e.g.
     ``{"gazet": {"command": "python", "args": ["server.py"], "transport": "stdio"}}``.
@@ -71,7 +74,7 @@ async def load_publishing_tools(
     """
     client = MultiServerMCPClient(
         dict(connections),  # type: ignore[arg-type]
-        tool_interceptors=[PublishStructuredResults()],
+        tool_interceptors=[ResolveStateHandles(), PublishStructuredResults()],
         tool_name_prefix=tool_name_prefix,
     )
     return await client.get_tools()

@@ -39,6 +39,7 @@ from pydantic import BaseModel
 
 from .agent import SESSION_STATE_PROMPT
 from .clock import close_turn, current_turn, open_turn
+from .handles import StateHandles
 from .history import AUTO, HistoryOption
 from .publish import SECRET_NAMES, noted_messages, publication, tool_state_writes, withheld
 from .render import dumps
@@ -83,7 +84,9 @@ class SessionStateMiddleware(AgentMiddleware):
     ``tool_state`` is stored as writes with a whole snapshot every ``snapshot_frequency``
     updates (:mod:`mcp_state_versions.storage`). Captured fields whose names match
     ``secret_names`` (:data:`~mcp_state_versions.publish.SECRET_NAMES`; ``None``: none) are
-    never stored, nor kept in the message; the breadcrumb names them as withheld.
+    never stored, nor kept in the message; the breadcrumb names them as withheld. Tool
+    arguments that are ``@state:`` handles are resolved before the tool runs
+    (:mod:`mcp_state_versions.handles`).
     """
 
     def __init__(
@@ -112,6 +115,7 @@ class SessionStateMiddleware(AgentMiddleware):
         self.inline_limit = inline_limit
         self.system_prompt = system_prompt
         self._copies: dict[int, BaseTool] = {}
+        self._handles = StateHandles(history)
 
     # -- the turn clock -----------------------------------------------------------------------
 
@@ -166,12 +170,18 @@ class SessionStateMiddleware(AgentMiddleware):
         return request.override(tool=copy)
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
-        return self._captured(request, handler(self._prepared(request)))
+        def run(resolved: ToolCallRequest) -> Any:
+            return self._captured(resolved, handler(self._prepared(resolved)))
+
+        return self._handles.wrap_tool_call(request, run)
 
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[..., Awaitable[Any]]
     ) -> Any:
-        return self._captured(request, await handler(self._prepared(request)))
+        async def run(resolved: ToolCallRequest) -> Any:
+            return self._captured(resolved, await handler(self._prepared(resolved)))
+
+        return await self._handles.awrap_tool_call(request, run)
 
     def _captured(self, request: ToolCallRequest, result: Any) -> Any:
         if not self._captures(request.tool) or not isinstance(result, ToolMessage):

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, WithJsonSchema
 
 from .backends import NeedsAsync, run_sync
 from .clock import current_turn, entries_of, state_field
+from .handles import HANDLE_PREFIX
 from .history import AUTO, HistoryError, HistoryOption, ThreadHistory
 from .render import PathError, PatternError
 from .resolve import (
@@ -50,9 +51,6 @@ __all__ = [
 ]
 
 
-_REFERENCE_PREFIX = "@state:"
-
-
 INSPECT_STATE_DESCRIPTION = """\
 Read session state: the values your tools published, by key, <toolset>/<tool>/<field>.
 - key="*" lists every key with a one-line shape; key="<toolset>/<tool>/*" lists one \
@@ -63,7 +61,10 @@ pattern= returns only the matching "path = value" lines.
 - turn=N returns the value as it stood at the end of turn N (turns count the user's \
 messages, from 1). Use it whenever you compare with an earlier result: a later call may have \
 replaced it.
-- versions=true lists every value the key has held, with its turns, in one call."""
+- versions=true lists every value the key has held, with its turns, in one call.
+To pass a value to another tool without copying it, give the argument as a handle: \
+"@state:<key>" (the current value) or "@state:<key>@turn=N" (the value at the end of turn N). \
+The tool receives the value itself, and its reply ends with [state used: <key>@turn=N]."""
 
 
 class _BadCall(ValueError):
@@ -77,8 +78,8 @@ def _parse_key(key: Any) -> str:
             f"got {short_repr(key)}."
         )
     key = key.strip()
-    if key.startswith(_REFERENCE_PREFIX):
-        key = key[len(_REFERENCE_PREFIX) :].strip()
+    if key.startswith(HANDLE_PREFIX):
+        key = key[len(HANDLE_PREFIX) :].strip()
     return key
 
 

@@ -24,7 +24,7 @@ async def test_two_calls_over_stdio_are_published_and_versioned() -> None:
             }
         }
     )
-    assert [t.name for t in tools] == ["get_aoi"]
+    assert [t.name for t in tools] == ["get_aoi", "compare_areas"]
     script = [
         AIMessage("", tool_calls=[call("get_aoi", "a", place="Copenhagen")]),
         AIMessage("found"),

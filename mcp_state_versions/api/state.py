@@ -40,9 +40,7 @@ async def list_state(thread_id: str, present: Thread) -> StateListing:
     return StateListing(thread_id=thread_id, turn=present.turn, keys=keys)
 
 
-@router.get(
-    "/{key:path}/versions", responses=PROBLEMS, summary="Every version a key has held"
-)
+@router.get("/{key:path}/versions", responses=PROBLEMS, summary="Every version a key has held")
 async def key_versions(
     thread_id: str, key: str, present: Thread, history: History, turn: Turn = None
 ) -> KeyVersions | KeyValue:
