@@ -34,10 +34,11 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from .backends import NeedsAsync, backend_for, stamp_turn
+from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, tool_call_wrappers
 from .clock import current_turn, ticks_around
 from .handles import StateHandles
 from .history import AUTO, HistoryOption
-from .publish import noted_messages
+from .publish import SECRET_NAMES, noted_messages
 from .state import (
     DEFAULT_BUDGET_BYTES,
     TURN_METADATA_KEY,
@@ -108,6 +109,10 @@ def build_agent(
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
     reducer: Callable[..., dict[str, Any]] | None = None,
     snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
+    capture: CaptureOption = True,
+    toolset: str | Callable[[BaseTool], str] = "tools",
+    inline_limit: int = DEFAULT_INLINE_LIMIT,
+    secret_names: str | None = SECRET_NAMES,
 ) -> CompiledStateGraph:
     """A compiled tool-calling agent whose tools publish into versioned ``tool_state``.
 
@@ -122,7 +127,10 @@ def build_agent(
     be left out and attached later (as the LangGraph Agent Server does); ``history=AUTO``
     follows whichever saver runs. A tool argument ``"@state:<key>"`` or
     ``"@state:<key>@turn=N"`` is replaced by that value before the tool runs
-    (:mod:`mcp_state_versions.handles`).
+    (:mod:`mcp_state_versions.handles`). ``capture``, ``toolset``, ``inline_limit`` and
+    ``secret_names`` choose which tools' results are published and how
+    (:class:`~mcp_state_versions.capture.Capture`): by default every tool's, so a tool that
+    returns text is versioned too, as ``tools/<tool>/result``.
     """
     all_tools = with_session_state(tools, checkpointer, allowed_keys=allowed_keys, history=history)
     reducer = reducer or make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
@@ -148,10 +156,12 @@ def build_agent(
     graph = StateGraph(make_session_state(reducer, snapshot_frequency=snapshot_frequency))
     # Both forms, so the agent runs under invoke() as well as ainvoke()/astream().
     graph.add_node("agent", RunnableLambda(call_model, afunc=acall_model, name="agent"))
-    handles = StateHandles(history)  # @state: arguments, resolved before each tool runs
-    tools_node = ToolNode(
-        all_tools, wrap_tool_call=handles.wrap_tool_call, awrap_tool_call=handles.awrap_tool_call
+    # @state: arguments are resolved before each tool runs; its result is then captured.
+    captured = Capture(
+        capture, toolset=toolset, inline_limit=inline_limit, secret_names=secret_names
     )
+    wrap, awrap = tool_call_wrappers(StateHandles(history), captured)
+    tools_node = ToolNode(all_tools, wrap_tool_call=wrap, awrap_tool_call=awrap)
     graph.add_node("tools", tools_node)
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})

@@ -61,5 +61,17 @@ def compare_areas(a: list[float], b: list[float]) -> Comparison:
     )
 
 
+@server.tool(structured_output=False)
+def describe(place: str) -> str:
+    """A long plain-text description of a place's area (text, not structured content)."""
+    found = PLACES.get(place.strip().lower())
+    if found is None:
+        raise ValueError(f"no area of interest known for {place!r}")
+    name, country, (west, south, east, north) = found
+    lines = [f"{name} ({country}): west {west}, south {south}, east {east}, north {north}."]
+    lines += [f"Survey note {n}: the area of {name} was measured again." for n in range(1, 40)]
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     server.run("stdio")

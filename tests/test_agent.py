@@ -12,6 +12,8 @@ from mcp_state_versions.demo import get_aoi, run_demo
 from mcp_state_versions.retention import PruningInMemorySaver
 from mcp_state_versions.scripted import ScriptExhausted, call
 
+from .conftest import runtime_for
+
 BBOX = "gazet/get_aoi/bbox"
 
 
@@ -141,3 +143,45 @@ def test_a_synchronous_run_reads_the_ring_and_the_walk() -> None:
         assert replies["c"].endswith("[12.4, 55.5, 12.7, 55.8]")
         assert "9.9" not in replies["c"]
         assert "has held 2 values" in replies["d"]
+
+
+async def test_build_agent_captures_text_results_and_a_tool_can_opt_out() -> None:
+    """A tool returning text is versioned in build_agent too: published as
+    tools/<tool>/result, rewritten in a later turn, read back as of the first."""
+    from mcp_state_versions import read_state_key
+
+    @tool
+    def weather(city: str) -> str:
+        """Today's weather in a city."""
+        return {"Oslo": "rain", "Rome": "sun"}[city]
+
+    def respond(messages: list) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            return AIMessage("ok")
+        return AIMessage("", tool_calls=[call("weather", f"w{len(messages)}", city=last.content)])
+
+    for capture in (True, ["other"]):
+        agent = build_agent(
+            ScriptedChatModel(respond=respond),
+            [weather],
+            checkpointer=PruningInMemorySaver(),
+            capture=capture,
+        )
+        await run_turn(agent, "t", "Oslo")
+        state = await run_turn(agent, "t", "Rome")
+        reply = [m for m in state["messages"] if isinstance(m, ToolMessage)][-1]
+        if capture is True:
+            assert reply.content == (
+                "[state updated: tools/weather/result — replaces the value it held since "
+                'turn 1] {"result": "sun"}'
+            )
+            assert "tools/weather/result: " in read_state_key("*", state)
+            assert "rewritten, 2 versions" in read_state_key("*", state)
+            (inspect,) = with_session_state([])
+            text = await inspect.ainvoke(
+                {"key": "tools/weather/result", "turn": 1, "runtime": runtime_for(state)}
+            )
+            assert text.endswith('"rain"'), text
+        else:
+            assert reply.content == "sun" and "Session state is empty" in read_state_key("*", state)

@@ -178,7 +178,6 @@ def test_demo_json_is_one_turn_a_line(tmp_path: Path) -> None:
 def test_index_and_serve_json(demo_file: tuple[str, str, str], tmp_path: Path) -> None:
     import shutil
 
-
     spec, first, _ = demo_file
     copy = tmp_path / "copy.sqlite"
     shutil.copy(spec.removeprefix("sqlite:"), copy)

@@ -24,7 +24,7 @@ async def test_two_calls_over_stdio_are_published_and_versioned() -> None:
             }
         }
     )
-    assert [t.name for t in tools] == ["get_aoi", "compare_areas"]
+    assert [t.name for t in tools] == ["get_aoi", "compare_areas", "describe"]
     script = [
         AIMessage("", tool_calls=[call("get_aoi", "a", place="Copenhagen")]),
         AIMessage("found"),
@@ -52,3 +52,35 @@ async def test_two_calls_over_stdio_are_published_and_versioned() -> None:
     # A tool error is passed through to the model, not published.
     assert "no area of interest known for 'Atlantis'" in str(replies["e"].content)
     assert state["tool_state"][BBOX]["tool"] == "get_aoi"
+
+
+async def test_a_long_text_result_is_published_and_a_short_one_stays() -> None:
+    """describe returns about 2 KB of plain text (no structured content): above publish_above
+    it is published as gazet/describe/result and the model gets the breadcrumb; with a higher
+    threshold it stays in the message as it was."""
+    server = {
+        "gazet": {
+            "command": sys.executable,
+            "args": ["-m", "mcp_state_versions.gazetteer"],
+            "transport": "stdio",
+        }
+    }
+    for publish_above, published in [(1000, True), (100_000, False)]:
+        tools = await load_publishing_tools(server, publish_above=publish_above)
+        script = [
+            AIMessage("", tool_calls=[call("describe", "a", place="Oslo")]),
+            AIMessage("described"),
+        ]
+        agent = build_agent(
+            ScriptedChatModel(replies=script), tools, checkpointer=PruningInMemorySaver()
+        )
+        state = await run_turn(agent, "t", "Describe Oslo")
+        reply = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+        key = "gazet/describe/result"
+        if published:
+            assert reply.content == f"[state updated: {key}]"
+            assert state["tool_state"][key]["value"].startswith("Oslo (NO): west 10.6")
+            assert len(state["tool_state"][key]["value"]) > 1000
+        else:
+            assert key not in state.get("tool_state", {})
+            assert "Survey note 39" in str(reply.content)
