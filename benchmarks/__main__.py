@@ -8,7 +8,8 @@ history walk), :mod:`.memory` (peak memory of one read), :mod:`.tool` (the tool 
 ToolNode against the cheapest tool), :mod:`.reducer` (per write against a dict merge),
 :mod:`.pattern` (the worst pattern on a 1 MB value), :mod:`.writes` (what a turn stores and
 costs against a plain agent, over keys × sizes, and one 5 MB value rewritten), :mod:`.sweep`
-(a sweep over 10,000 threads: time, memory, checkpoints removed per second);
+(a sweep over 10,000 threads: time, memory, checkpoints removed per second), :mod:`.page`
+(the timeline page on a thread of 1,000 turns × 100 keys, in Debian's chromium);
 :mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plots
 to ``benchmarks/results/latest.png`` (reads) and ``latest-writes.png`` (writes). ``--quick``
 uses short threads and takes about four minutes here; the full run about twenty-five (threads
@@ -27,7 +28,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import pattern, reads, reducer, report, tool, writes
+from . import page, pattern, reads, reducer, report, tool, writes
 from . import sweep as sweeping
 from .common import RESULTS, progress
 
@@ -63,6 +64,10 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         figures["large_value"] = await writes.measure_large_value(workdir)
     figures["listing_chars"] = writes.listing_chars()
     figures["sweep"] = await sweeping.measure(backends, 500 if args.quick else 10_000, workdir)
+    if shutil.which(page.CHROMIUM):
+        figures["page"] = await page.measure(100 if args.quick else 1000, workdir)
+    else:
+        progress(f"no browser at {page.CHROMIUM} (apt-get install chromium): no page figures")
     shutil.rmtree(workdir, ignore_errors=True)
     return figures
 

@@ -242,6 +242,12 @@ def table(figures: dict[str, Any]) -> str:
             "",
             *sweep_table(found),
         ]
+    found = figures.get("page")
+    if found:
+        from .page import table as page_table
+
+        lines += ["", "## The timeline page (Debian's chromium, through Playwright)", ""]
+        lines += page_table(found)
     return "\n".join(lines)
 
 

@@ -25,8 +25,8 @@ from mcp_state_versions import (
     make_inspect_state,
     make_merge_tool_state,
 )
-from mcp_state_versions.tool import _InspectStateArgs
 from mcp_state_versions.scripted import call
+from mcp_state_versions.tool import _InspectStateArgs
 
 from .common import ratio, timed_side_by_side
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any
@@ -135,9 +135,12 @@ class _Chain:
         self._states: dict[int, Any] = {}
         #: ``tool_state`` channels read (and full loads, for threads older than the clock).
         self.loads = 0
+        #: The checked state a read is being carried from, if any (see ``tool_state``).
+        self._base: Mapping[str, Any] | None = None
 
     async def tool_state(self, index: int) -> Any:
         if index not in self._states:
+            self._base = None
             with reading(self._thread_id):
                 value = await self._from_older(index)
                 if value is _NONE:
@@ -146,7 +149,7 @@ class _Chain:
                     _, value = await self._backend.tool_state(
                         self._thread_id, self._namespace, self.links[index][ID]
                     )
-            problem = stored_state_problem(value)
+            problem = stored_state_problem(value, self._base)
             if problem is not None:
                 raise DamagedState(self._thread_id, None, problem)
             self.loads += 1
@@ -179,6 +182,8 @@ class _Chain:
             return _NONE
         if base == index:
             return state
+        if base in self._states:  # checked when it was read: only what the writes changed is new
+            self._base = state
         return await self._carried(state, index, base)
 
     def _holds_no_value(self, index: int) -> bool:
@@ -410,6 +415,22 @@ class CheckpointHistory:
             return is_entry(entry) and entry["since"] == since
 
         return await gallop(holds, turn, last_possible)
+
+    async def turn_states(
+        self, thread_id: str, turns: range
+    ) -> AsyncIterator[tuple[int, Mapping[str, StateEntry] | None]]:
+        """``tool_state`` as each of ``turns`` ended, oldest first, on one read of the lineage:
+        each turn's state is carried from the one before it by the writes stored between, so
+        a thread's whole timeline costs its writes once, not a rebuild a turn. ``None`` for a
+        turn not on the chain (not retained)."""
+        chain = await self._chain(thread_id)
+        for turn in turns:
+            try:
+                found = await chain.end_of_turn_confirmed(turn)
+                state = None if found is None else (await chain.tool_state(found) or {})
+            except DamagedState as damaged:
+                raise DamagedState(thread_id, turn, damaged.detail) from damaged.__cause__
+            yield turn, state
 
     async def branch_checkpoint_ids(self, thread_id: str) -> list[str]:
         """The checkpoints of the thread's current branch, newest (the head) first."""

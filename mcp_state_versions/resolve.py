@@ -13,7 +13,7 @@ caller's input (each reader validates its own, since each addresses a different 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -38,16 +38,25 @@ from .state import StateEntry, is_entry
 from .versions import RingBeforeFirst, RingHit, value_at_turn, version_spans
 
 __all__ = [
+    "KeyTimeline",
+    "Timeline",
     "VersionRow",
     "gallop",
     "history_of_run",
+    "key_allowed",
     "resolve_past",
+    "resolve_timeline",
     "resolve_turn",
     "resolve_versions",
     "thread_of",
     "versioned_entries",
     "visible_keys",
 ]
+
+
+def key_allowed(key: str, allowed_keys: Sequence[str] | None) -> bool:
+    """Whether ``key`` matches one of ``allowed_keys`` (globs; ``None``: every key does)."""
+    return allowed_keys is None or any(fnmatch.fnmatchcase(key, p) for p in allowed_keys)
 
 
 def visible_keys(
@@ -57,11 +66,7 @@ def visible_keys(
     published = entries_of(tool_state)
     if allowed_keys is None:
         return published
-    return {
-        key: entry
-        for key, entry in published.items()
-        if any(fnmatch.fnmatchcase(key, pattern) for pattern in allowed_keys)
-    }
+    return {key: entry for key, entry in published.items() if key_allowed(key, allowed_keys)}
 
 
 def versioned_entries(tool_state: Mapping[str, Any]) -> Mapping[str, StateEntry]:
@@ -371,3 +376,71 @@ async def resolve_versions(
         remaining = found["versions"] - taken
     rows.reverse()
     return rows
+
+
+@dataclass(slots=True)
+class KeyTimeline:
+    """One key across the retained turns of a branch: where each of its versions began.
+
+    ``set_from`` is the first retained turn whose end held the key (a version carried in from
+    turns no longer retained begins before it); ``starts`` the retained turns in which a new
+    version was written (the first of all is ``first_written``, when retained); ``evicted``
+    the turns whose end held the key without its value (too large for the size budget).
+    ``versions`` is how many versions it has had by the branch's last turn.
+    """
+
+    key: str
+    set_from: int
+    starts: list[int]
+    first_written: int | None
+    evicted: list[int]
+    versions: int
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Every key of a branch over its turns: ``total`` turns, of which ``retained`` are kept."""
+
+    total: int
+    retained: range
+    keys: list[KeyTimeline]
+
+
+async def resolve_timeline(
+    history: ThreadHistory, thread_id: str, *, visible: Callable[[str], bool] = lambda _: True
+) -> Timeline:
+    """The :class:`Timeline` of the thread's branch, for the keys ``visible`` admits.
+
+    Each retained turn's ``tool_state`` is read once, oldest first: in one pass over the
+    lineage where the history offers ``turn_states`` (``CheckpointHistory`` does), else one
+    :meth:`ThreadHistory.tool_state_at` a turn.
+    """
+    index = await history.turns(thread_id)
+    rows: dict[str, KeyTimeline] = {}
+    stream = getattr(history, "turn_states", None)
+    if stream is not None:
+        states = stream(thread_id, index.retained)
+    else:
+        states = _one_by_one(history, thread_id, index.retained)
+    async for turn, tool_state in states:
+        for key, entry in versioned_entries(tool_state or {}).items():
+            if not visible(key):
+                continue
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = KeyTimeline(key, turn, [], None, [], entry["versions"])
+            if entry["since"] == turn:
+                row.starts.append(turn)
+                if entry["versions"] == 1:
+                    row.first_written = turn
+            if "value" not in entry:
+                row.evicted.append(turn)
+            row.versions = entry["versions"]
+    return Timeline(index.total, index.retained, [rows[key] for key in sorted(rows)])
+
+
+async def _one_by_one(
+    history: ThreadHistory, thread_id: str, turns: range
+) -> AsyncIterator[tuple[int, Mapping[str, Any] | None]]:
+    for turn in turns:
+        yield turn, (await history.tool_state_at(thread_id, turn)).tool_state

@@ -454,8 +454,12 @@ def entry_problems(raw: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def stored_state_problem(tool_state: Any) -> str | None:
+def stored_state_problem(tool_state: Any, checked: Mapping[str, Any] | None = None) -> str | None:
     """What is wrong with a ``tool_state`` read back from storage, or ``None``.
+
+    ``checked`` is a state already found sound: entries that are the very objects it holds
+    (a state carried from it by the writes after it shares every entry they left alone) are
+    not checked again, so a read carried forward costs what the writes changed.
 
     Storage is outside the library's hands: a file edited by hand, a disk error, another
     program's rows. Readers index entries, iterate rings and compare counts, and a value of
@@ -476,6 +480,8 @@ def stored_state_problem(tool_state: Any) -> str | None:
                 entry.get("turn") is None or type(entry.get("turn")) is int
             ):
                 return f"the turn clock record is not valid: {_clipped(entry)}"
+            continue
+        if checked is not None and checked.get(key) is entry:
             continue
         if isinstance(entry, Mapping) and ("versions" in entry or "since" in entry):
             problems = entry_problems(entry)

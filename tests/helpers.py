@@ -69,3 +69,42 @@ async def answers(agent: Any, thread_id: str, history: Any, key: str = BBOX) -> 
 def plain(answer: TurnAnswer) -> tuple[str, Any]:
     """An answer reduced to what must agree across ring, walk and reload."""
     return (type(answer).__name__, getattr(answer, "value", None))
+
+
+def cli_command() -> list[str]:
+    """The installed console script, as a user runs it (or the module, from a source tree)."""
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("mcp-state-versions")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "mcp_state_versions.cli"]
+
+
+class free_port:
+    """A free port on 127.0.0.1, released when the block ends (for a server to take)."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def wait_for_http(url: str, server: Any, seconds: float = 30) -> Any:
+    """GET ``url`` once the server process answers; fail if it exits or never does."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return httpx.get(url, timeout=2)
+        except httpx.TransportError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise
+            time.sleep(0.2)

@@ -164,6 +164,14 @@ async def test_the_agent_server_runs_the_library(server: str, graph: str, source
     # The server's own state route is not shadowed by the mounted app.
     own = httpx.get(f"{server}/threads/{thread_id}/state")
     assert own.status_code == 200 and "values" in own.json()
+    # The timeline page is served at the mounted app's root, and asks for its files and data
+    # under the same prefix; its timeline of this thread has the key rewritten in turn 3.
+    page = httpx.get(f"{server}/session-state/")
+    assert page.status_code == 200 and '<base href="/session-state/">' in page.text
+    assert httpx.get(f"{server}/session-state/static/page.js").status_code == 200
+    timeline = httpx.get(f"{server}/session-state/threads/{thread_id}/timeline").json()
+    row = next(k for k in timeline["keys"] if k["key"] == BBOX)
+    assert row["starts"] == [1, 2] and row["first_written"] == 1
 
 
 def test_the_mounted_app_runs_the_background_sweeper(server: str) -> None:

@@ -251,3 +251,30 @@ async def test_the_schema_is_closed_with_a_token_unless_made_public() -> None:
     async with client(create_app(saver, token="s3cret", public_docs=True)) as http:
         assert (await http.get("/openapi.json")).status_code == 200
         assert (await http.get("/docs")).status_code == 200
+
+
+async def test_the_page_and_the_timeline(saver: Any, thread_id: str) -> None:
+    """/ serves the page without the token (it holds no data); the timeline it draws needs
+    the token, and shows only the keys allowed_keys admits."""
+    agent = agent_on(saver, ring_size=1)
+    for text in ["find Copenhagen", "chat", "find Aarhus", "find Aarhus"]:
+        await run_turn(agent, thread_id, text)
+    app = create_app(saver, token="t0k", allowed_keys=["gazet/get_aoi/b*"])
+    async with client(app) as anonymous:
+        page = await anonymous.get("/")
+        assert page.status_code == 200 and '<base href="/">' in page.text
+        assert (await anonymous.get("/static/page.js")).status_code == 200
+        assert (await anonymous.get(f"/threads/{thread_id}/timeline")).status_code == 401
+    async with client(app, token="t0k") as http:
+        body = (await http.get(f"/threads/{thread_id}/timeline")).json()
+    assert body["total"] == 4 and body["retained"] == {"first": 1, "last": 4}
+    assert body["keys"] == [
+        {
+            "key": BBOX,
+            "set_from": 1,
+            "starts": [1, 3],  # turn 4 republished Aarhus: no new version
+            "first_written": 1,
+            "evicted": [],
+            "versions": 2,
+        }
+    ]

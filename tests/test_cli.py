@@ -8,12 +8,13 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from mcp_state_versions.cli import main
 from mcp_state_versions.demo import chat_model
+
+from .helpers import cli_command, free_port, wait_for_http
 
 BBOX = "gazet/get_aoi/bbox"
 
@@ -116,43 +117,6 @@ def test_a_real_model_is_asked_for_by_provider_and_errors_say_what_to_install() 
         chat_model("openai:gpt-4o")
 
 
-def test_serve_answers_over_http(demo_file: tuple[str, str, str]) -> None:
-    import socket
-    import time
-
-    import httpx
-
-    spec, first, _ = demo_file
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    script = Path(sys.executable).with_name("mcp-state-versions")
-    server = subprocess.Popen(
-        [str(script), "serve", "--checkpointer", spec, "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                response = httpx.get(f"http://127.0.0.1:{port}/threads/{first}/turns", timeout=2)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise
-                time.sleep(0.2)
-        assert response.status_code == 200 and response.json()["thread_id"] == first
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
-def _command() -> list[str]:
-    script = Path(sys.executable).with_name("mcp-state-versions")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "mcp_state_versions.cli"]
-
-
 def test_every_command_takes_json() -> None:
     from mcp_state_versions.cli import _parser
 
@@ -163,7 +127,7 @@ def test_every_command_takes_json() -> None:
 
 def test_demo_json_is_one_turn_a_line(tmp_path: Path) -> None:
     done = subprocess.run(
-        [*_command(), "demo", "--db", str(tmp_path / "d.sqlite"), "--json"],
+        [*cli_command(), "demo", "--db", str(tmp_path / "d.sqlite"), "--json"],
         capture_output=True,
         text=True,
         check=True,
@@ -182,15 +146,15 @@ def test_index_and_serve_json(demo_file: tuple[str, str, str], tmp_path: Path) -
     copy = tmp_path / "copy.sqlite"
     shutil.copy(spec.removeprefix("sqlite:"), copy)
     done = subprocess.run(
-        [*_command(), "index", "--checkpointer", f"sqlite:{copy}", "--json"],
+        [*cli_command(), "index", "--checkpointer", f"sqlite:{copy}", "--json"],
         capture_output=True,
         text=True,
         check=True,
     )
     assert json.loads(done.stdout)["index"].startswith("mcp_state_versions_lineage")
-    with socket_port() as port:
+    with free_port() as port:
         server = subprocess.Popen(
-            [*_command(), "serve", "--checkpointer", spec, "--port", str(port), "--json"],
+            [*cli_command(), "serve", "--checkpointer", spec, "--port", str(port), "--json"],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -199,47 +163,18 @@ def test_index_and_serve_json(demo_file: tuple[str, str, str], tmp_path: Path) -
         assert server.stdout is not None
         where = json.loads(server.stdout.readline())
         assert where == {"url": f"http://127.0.0.1:{port}", "sweep": False}
-        response = _get_when_up(f"{where['url']}/threads/{first}/turns", server)
-        assert response.status_code == 200
+        response = wait_for_http(f"{where['url']}/threads/{first}/turns", server)
+        assert response.status_code == 200 and response.json()["thread_id"] == first
     finally:
         server.terminate()
         server.wait(timeout=10)
-
-
-class socket_port:
-    """A free port on 127.0.0.1, released when the block ends (for a server to take)."""
-
-    def __enter__(self) -> int:
-        import socket
-
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            return int(probe.getsockname()[1])
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def _get_when_up(url: str, server: subprocess.Popen[str]) -> Any:
-    import time
-
-    import httpx
-
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            return httpx.get(url, timeout=2)
-        except httpx.TransportError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise
-            time.sleep(0.2)
 
 
 def test_titles_and_keys_are_never_wrapped_inside_a_key(demo_file: tuple[str, str, str]) -> None:
     """On a terminal 30 columns wide, each key and the title stay whole on one line."""
     spec, first, _ = demo_file
     done = subprocess.run(
-        [*_command(), "inspect", "--checkpointer", spec, "--thread", first],
+        [*cli_command(), "inspect", "--checkpointer", spec, "--thread", first],
         capture_output=True,
         text=True,
         check=True,
@@ -250,7 +185,7 @@ def test_titles_and_keys_are_never_wrapped_inside_a_key(demo_file: tuple[str, st
     for key in (BBOX, "gazet/get_aoi/country", "gazet/get_aoi/name"):
         assert any(key in line for line in lines), (key, done.stdout)
     done = subprocess.run(
-        [*_command(), "inspect", "--checkpointer", spec, "--thread", first, BBOX, "--versions"],
+        [*cli_command(), "inspect", "--checkpointer", spec, "--thread", first, BBOX, "--versions"],
         capture_output=True,
         text=True,
         check=True,

@@ -32,6 +32,7 @@ from typing import Any
 
 try:
     from fastapi import Depends, FastAPI
+    from fastapi.staticfiles import StaticFiles
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
         "the HTTP API needs the 'api' extra: pip install 'mcp-state-versions[api]'"
@@ -39,7 +40,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ..sweep import SweepSchedule, sweeping
-from . import state, threads
+from . import page, state, threads
 from .access import Authorize, Settings, authenticated
 from .problems import install, respond, unavailable
 
@@ -99,6 +100,8 @@ def create_app(
     install(app)
     app.include_router(threads.router)
     app.include_router(state.router)
+    app.include_router(page.router)
+    app.mount("/static", StaticFiles(directory=str(page.ASSETS)), name="static")
 
     if not docs_open:
 

@@ -11,11 +11,13 @@ from .problems import RetainedTurns
 
 __all__ = [
     "KeySummary",
+    "KeyTimelineItem",
     "KeyValue",
     "KeyVersions",
     "StateListing",
     "ThreadItem",
     "ThreadList",
+    "TimelineBody",
     "Turns",
     "VersionItem",
 ]
@@ -87,6 +89,28 @@ class ThreadList(BaseModel):
     threads: list[ThreadItem]
     #: Pass as ``?before=`` for the next page; ``None`` on the last.
     next: str | None
+
+
+class KeyTimelineItem(BaseModel):
+    """One key over the retained turns (see :class:`mcp_state_versions.resolve.KeyTimeline`)."""
+
+    key: str
+    #: The first retained turn whose end held the key.
+    set_from: int
+    #: The retained turns in which a new version was written.
+    starts: list[int]
+    #: The turn its first version was written, when that turn is retained.
+    first_written: int | None
+    #: Turns whose end held the key without its value (too large for the size budget).
+    evicted: list[int]
+    versions: int
+
+
+class TimelineBody(BaseModel):
+    thread_id: str
+    total: int
+    retained: RetainedTurns | None
+    keys: list[KeyTimelineItem]
 
 
 class Turns(BaseModel):

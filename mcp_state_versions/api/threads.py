@@ -1,4 +1,5 @@
-"""Routes of threads as wholes: the list of them, newest first, and one thread's turns."""
+"""Routes of threads as wholes: the list of them, newest first, one thread's turns, and its
+timeline (every key over every retained turn, which the page draws)."""
 
 # No ``from __future__ import annotations``: FastAPI reads route annotations at runtime.
 from typing import Annotated
@@ -6,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 
 from ..history import retained_span
+from ..resolve import key_allowed, resolve_timeline
 from ..threads import list_threads
 from .access import PROBLEMS, History, Thread, allowed, authenticated, settings
-from .models import ThreadItem, ThreadList, Turns
+from .models import KeyTimelineItem, ThreadItem, ThreadList, TimelineBody, Turns
 from .problems import RetainedTurns
 
 __all__ = ["router"]
@@ -53,4 +55,35 @@ async def list_turns(thread_id: str, present: Thread, history: History) -> Turns
         thread_id=thread_id,
         total=index.total,
         retained=None if span is None else RetainedTurns(**span),
+    )
+
+
+@router.get(
+    "/{thread_id}/timeline", responses=PROBLEMS, summary="Every key over the retained turns"
+)
+async def timeline(
+    request: Request, thread_id: str, present: Thread, history: History
+) -> TimelineBody:
+    if present.damage is not None:
+        raise present.damage
+    allowed_keys = settings(request).allowed_keys
+    found = await resolve_timeline(
+        history, thread_id, visible=lambda key: key_allowed(key, allowed_keys)
+    )
+    span = retained_span(found.retained)
+    return TimelineBody(
+        thread_id=thread_id,
+        total=found.total,
+        retained=None if span is None else RetainedTurns(**span),
+        keys=[
+            KeyTimelineItem(
+                key=row.key,
+                set_from=row.set_from,
+                starts=row.starts,
+                first_written=row.first_written,
+                evicted=row.evicted,
+                versions=row.versions,
+            )
+            for row in found.keys
+        ],
     )

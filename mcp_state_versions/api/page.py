@@ -1,0 +1,29 @@
+"""The timeline page: ``/`` serves it, ``/static/`` its script and style, shipped in the package.
+
+The page holds no data: it is the same HTML for everyone, and reads the thread list, a thread's
+timeline and values through the API's own routes, which ask for the token. So the page itself
+is served without one, and asks for it (kept in the browser tab's session storage) when the
+API answers 401. Its ``<base>`` is where the app is mounted (the Agent Server example mounts it
+under ``/session-state``), so every request it makes stays inside this app.
+"""
+
+# No ``from __future__ import annotations``: FastAPI reads route annotations at runtime.
+import html
+from importlib.resources import files
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+__all__ = ["ASSETS", "router"]
+
+ASSETS = files(__package__) / "static"
+"""The page's files: ``index.html``, ``page.js``, ``page.css`` (no build step)."""
+
+router = APIRouter(tags=["page"])
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def page(request: Request) -> HTMLResponse:
+    base = html.escape(request.scope.get("root_path", "").rstrip("/") + "/", quote=True)
+    text = (ASSETS / "index.html").read_text(encoding="utf-8").replace("{{BASE}}", base)
+    return HTMLResponse(text, headers={"Cache-Control": "no-cache"})
