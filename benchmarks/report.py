@@ -94,6 +94,35 @@ def targets(figures: dict[str, Any]) -> list[tuple[str, str, bool]]:
         rows.append(("ring read through ToolNode ÷ cheapest tool ≤ 1.5", f"{r:.2f}×", r <= 1.5))
         r = tool["listing ÷ plain"]["median"]
         rows.append(("listing with markers ÷ plain listing ≤ 1.05", f"{r:.2f}×", r <= 1.05))
+    page = figures.get("page")
+    if page:
+        from .page import TARGETS
+
+        size = f"page, {page['turns']:,} turns × {page['keys']} keys"
+        s = page["ready_s"]
+        rows.append(
+            (
+                f"{size}: grid drawn ≤ {TARGETS['ready_s']:g} s",
+                f"{s:.2f} s",
+                s <= TARGETS["ready_s"],
+            )
+        )
+        m = page["move_ms"]
+        rows.append(
+            (
+                f"{size}: keyboard move ≤ {TARGETS['move_ms']:g} ms",
+                f"{m:.1f} ms",
+                m <= TARGETS["move_ms"],
+            )
+        )
+        s = page["detail_s"]
+        rows.append(
+            (
+                f"{size}: value and diff ≤ {TARGETS['detail_s']:g} s",
+                f"{s:.2f} s",
+                s <= TARGETS["detail_s"],
+            )
+        )
     return rows
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -250,6 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(error, "damaged_state", as_json=as_json)
     except StoreUnavailable as error:
         return _fail(error, "store_unavailable", as_json=as_json)
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as error:
         if unreachable(error):  # a write refused (a read-only file), a server gone
             reason = " ".join(str(error).split()) or type(error).__name__
@@ -417,19 +421,7 @@ async def _versions(
     rows = await resolve_versions(
         entry, args.key, current_turn=present.turn, history=history, thread_id=args.thread
     )
-    items = [
-        {
-            "since": row.since,
-            "until": row.until,
-            "current": row.current,
-            "status": row.status,
-            "count": row.count,
-            "writes": row.writes,
-            "source": row.source,
-            "value": row.value,
-        }
-        for row in rows
-    ]
+    items = [row.as_dict() for row in rows]
     if args.json:
         data = {
             "key": args.key,

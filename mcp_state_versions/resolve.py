@@ -275,6 +275,19 @@ class VersionRow:
     def current(self) -> bool:
         return self.until is None and self.status != "pruned"
 
+    def as_dict(self) -> dict[str, Any]:
+        """The row as JSON data, as the command line and the HTTP API give it."""
+        return {
+            "since": self.since,
+            "until": self.until,
+            "current": self.current,
+            "status": self.status,
+            "count": self.count,
+            "writes": self.writes,
+            "source": self.source,
+            "value": self.value,
+        }
+
 
 _PRUNED = object()
 

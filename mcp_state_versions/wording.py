@@ -34,6 +34,7 @@ from .state import is_entry
 
 __all__ = [
     "LISTING_LINES",
+    "close_keys",
     "current_text",
     "describe_answer",
     "describe_failure",
@@ -55,12 +56,18 @@ def short_repr(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
+def close_keys(key: str, keys: Sequence[str]) -> list[str]:
+    """Up to three keys like ``key`` (a mistyped key's likely meaning); none for a key too
+    long to compare in reasonable time."""
+    return difflib.get_close_matches(key, keys, n=3, cutoff=0.5) if len(key) <= 200 else []
+
+
 def unknown_key(key: str, keys: Sequence[str]) -> str:
     if not keys:
         return (
             f"No key {short_repr(key)}: session state is empty. No tool has published anything yet."
         )
-    close = difflib.get_close_matches(key, keys, n=3, cutoff=0.5) if len(key) <= 200 else []
+    close = close_keys(key, keys)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     listed = ", ".join(sorted(keys)[:30])
     more = f" (+{len(keys) - 30} more)" if len(keys) > 30 else ""
@@ -414,7 +421,7 @@ def status_line(answer: TurnAnswer, *, keys: Sequence[str] = ()) -> str:
                 "never stored"
             )
         case UnknownKey(key=key):
-            close = difflib.get_close_matches(key, keys, n=3, cutoff=0.5) if len(key) <= 200 else []
+            close = close_keys(key, keys)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             return f"no key {key!r} in this thread ({len(keys)} keys){hint}"
     raise AssertionError(f"unhandled answer {answer!r}")  # pragma: no cover

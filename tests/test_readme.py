@@ -5,8 +5,8 @@
   runs (the test command) and what a newcomer runs for the demo (whose ``demo`` part runs here);
 * the Agent Server ``sh`` block is what ``tests/test_agent_server.py`` does; its commands must
   name the same requirements file and flags;
-* the other ``sh`` blocks run, in order, as one bash script in a directory where nothing exists
-  yet, with this environment's console script on ``PATH``;
+* every other ``sh`` block runs as written, on its own, in a fresh bash in a directory holding
+  only ``.venv`` (this environment), with nothing of it on ``PATH``;
 * the ``json`` block is ``examples/agent_server/langgraph.json``;
 * ``text`` blocks are the demo's output, and must still be what it prints.
 """
@@ -73,12 +73,40 @@ def test_the_agent_server_block_is_what_its_test_runs() -> None:
     assert '-e ".[agents,api]"' in block and "--no-browser --no-reload" in block
 
 
-def test_the_operator_blocks_run_in_order(tmp_path: Path) -> None:
-    script = "\n".join(body for body in blocks("sh")[2:] if "langgraph dev" not in body)
-    done = _run(["bash", "-euo", "pipefail", "-c", script], tmp_path, timeout=180)
+def _fresh_shell(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``script`` in a new bash, as a newcomer runs it from the repository's directory: only
+    ``.venv`` (this environment) is there, and nothing of it is on ``PATH``."""
+    (cwd / ".venv").symlink_to(Path(sys.executable).parents[1], target_is_directory=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    venv_bin = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
+    env["COLUMNS"] = "120"
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+
+
+OPERATOR_BLOCKS = [b for b in blocks("sh")[2:] if "langgraph dev" not in b]
+
+
+@pytest.mark.parametrize("script", OPERATOR_BLOCKS, ids=["cli", "http", "retention"])
+def test_each_shell_block_runs_as_written_in_a_fresh_shell(script: str, tmp_path: Path) -> None:
+    done = _fresh_shell(script, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert '"value":[12.4,55.5,12.7,55.8]' in done.stdout  # the curl of ?turn=1
-    assert "removed" in done.stdout and "rewritten" in done.stdout
+    if "curl" in script:
+        assert '"value":[12.4,55.5,12.7,55.8]' in done.stdout  # the curl of ?turn=1
+        assert '"status":"kept"' in done.stdout  # the versions
+    elif "prune" in script:
+        assert "would remove" in done.stdout and "removed" in done.stdout
+    else:
+        assert "2 (rewritten)" in done.stdout and "[12.4, 55.5, 12.7, 55.8]" in done.stdout
+        assert "exit code 3" in done.stdout
+        assert "turn_never_happened: turn 9 never happened" in done.stderr
 
 
 def test_the_json_block_is_the_example_server_config() -> None:

@@ -87,19 +87,27 @@ def test_the_tool_under_invoke_reads_history(kind: str, tmp_path: Any) -> None:
         AIMessage("ok"),
         AIMessage("", tool_calls=[call("inspect_state", "c", key=PUT + "k", turn=1)]),
         AIMessage("done"),
+        AIMessage("", tool_calls=[call("inspect_state", "d", key=PUT + "k", versions=True)]),
+        AIMessage("done"),
     ]
     with sync_saver(kind, tmp_path) as saver:
         agent = build_agent(
             ScriptedChatModel(replies=script), [put], checkpointer=saver, ring_size=0
         )
         config = {"configurable": {"thread_id": f"tool-{uuid4().hex[:12]}"}}
-        for text in ["one", "two", "three"]:
+        for text in ["one", "two", "three", "four"]:
             state = agent.invoke({"messages": [("user", text)]}, config)
-        reply = [m for m in state["messages"] if isinstance(m, ToolMessage)][-1]
-        assert str(reply.content) == (
+        replies = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+        assert str(replies[-2].content) == (
             f"{PUT}k at the end of turn 1 (held turn 1). A later turn replaced it; the current "
             'value differs.\n"first"'
         )
+        # The whole version list under invoke: turn 1's value from history (no ring).
+        assert str(replies[-1].content).splitlines() == [
+            f"{PUT}k has held 2 values, oldest first:",
+            '- turn 1: "first"',
+            '- turn 2 on (current): "second"',
+        ]
 
 
 def test_an_async_only_saver_under_invoke_says_so(tmp_path: Any) -> None:

@@ -60,19 +60,7 @@ async def key_versions(
     rows = await resolve_versions(
         entry, key, current_turn=present.turn, history=history, thread_id=thread_id
     )
-    items = [
-        VersionItem(
-            since=row.since,
-            until=row.until,
-            current=row.current,
-            status=row.status,
-            count=row.count,
-            writes=row.writes,
-            source=row.source,
-            value=row.value,
-        )
-        for row in rows
-    ]
+    items = [VersionItem(**row.as_dict()) for row in rows]
     return KeyVersions(
         thread_id=thread_id,
         key=key,

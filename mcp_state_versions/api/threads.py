@@ -2,6 +2,7 @@
 timeline (every key over every retained turn, which the page draws)."""
 
 # No ``from __future__ import annotations``: FastAPI reads route annotations at runtime.
+from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -75,15 +76,5 @@ async def timeline(
         thread_id=thread_id,
         total=found.total,
         retained=None if span is None else RetainedTurns(**span),
-        keys=[
-            KeyTimelineItem(
-                key=row.key,
-                set_from=row.set_from,
-                starts=row.starts,
-                first_written=row.first_written,
-                evicted=row.evicted,
-                versions=row.versions,
-            )
-            for row in found.keys
-        ],
+        keys=[KeyTimelineItem(**asdict(row)) for row in found.keys],
     )
