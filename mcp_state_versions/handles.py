@@ -233,8 +233,8 @@ class StateHandles:
         self, request: ToolCallRequest, *, sync: bool
     ) -> tuple[ToolCallRequest | ToolMessage, list[str]]:
         call = request.tool_call
-        if call["name"] == "inspect_state":  # it reads keys; "@state:<key>" there is the key
-            return request, []
+        if call["name"] == "inspect_state" or not _holds_handle(call.get("args") or {}):
+            return request, []  # (inspect_state reads keys: "@state:<key>" there is the key)
         config: RunnableConfig | None = getattr(request.runtime, "config", None)
         try:
             args, used = await resolve_handles(
@@ -298,6 +298,8 @@ class ResolveStateHandles:
         runtime = request.runtime
         if runtime is None or getattr(runtime, "tool_call_id", None) is None:
             return await handler(request)  # outside an agent: no state to resolve from
+        if not _holds_handle(request.args):
+            return await handler(request)
         config = getattr(runtime, "config", None)
         try:
             args, used = await resolve_handles(
