@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .backends import backend_for
+from .backends import backend_for, storable
 from .checkpoint_walk import CheckpointHistory
 from .sweep import checkpoint_time
 
@@ -49,9 +49,12 @@ async def list_threads(
     contains: str | None = None,
 ) -> ThreadPage:
     """The threads of ``saver`` whose id contains ``contains``, newest first, ``limit`` at a
-    time, from the cursor ``before`` (a page's ``next``) on."""
+    time, from the cursor ``before`` (a page's ``next``) on. Text no store can hold (a NUL
+    byte, a lone surrogate) matches no thread: the page is empty."""
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
+    if not all(storable(text) for text in (before or "", contains or "")):
+        return ThreadPage((), None)  # no thread id, and no cursor, holds such text
     backend = backend_for(saver)
     rows = await backend.recent_threads(before, limit + 1, contains or None)
     history = CheckpointHistory(saver)

@@ -224,3 +224,11 @@ async def test_the_mcp_interceptor_over_stdio(thread_id: str) -> None:
     assert reply.status == "error" and "Turn 9 never happened" in reply.content
     state = (await wrong.aget_state({"configurable": {"thread_id": thread_id}})).values
     assert not any(key.startswith("gazet/compare_areas/") for key in state["tool_state"])
+
+
+def test_the_model_is_told_handles_exist() -> None:
+    from mcp_state_versions.tool import INSPECT_STATE_DESCRIPTION
+
+    assert '"@state:<key>"' in INSPECT_STATE_DESCRIPTION
+    assert '"@state:<key>@turn=N"' in INSPECT_STATE_DESCRIPTION
+    assert "[state used: <key>@turn=N]" in INSPECT_STATE_DESCRIPTION

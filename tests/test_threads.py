@@ -79,3 +79,18 @@ def test_the_threads_command(tmp_path: Path) -> None:
     assert listed["threads"][0]["turns"] == 2 and listed["next"] is None
     done = subprocess.run([*base, "--limit", "1"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "newer" in done.stdout and "more: --before" in done.stderr
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_text_no_store_can_hold_matches_no_thread(kind: str, tmp_path: Path) -> None:
+    """A filter or cursor with a NUL byte or a lone surrogate (found by schemathesis on
+    PostgreSQL, whose text cannot hold NUL) is an empty page, in the library and over HTTP."""
+    async with fresh_saver(kind, tmp_path) as (saver, _):
+        await _turns(saver, "team-a-1", 1)
+        for text in ["a\x00", "\ud800"]:
+            assert (await list_threads(saver, contains=text)).threads == ()
+            assert (await list_threads(saver, before=text)).threads == ()
+        transport = httpx.ASGITransport(app=create_app(saver))
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            response = await http.get("/threads", params={"contains": "a\x00"})
+        assert response.status_code == 200 and response.json() == {"threads": [], "next": None}

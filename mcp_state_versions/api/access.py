@@ -13,6 +13,7 @@ from fastapi import Depends, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from ..backends import storable
 from ..checkpoint_walk import CheckpointHistory
 from ..history import ThreadPresent
 from ..resolve import versioned_entries, visible_keys
@@ -91,16 +92,6 @@ async def allowed(request: Request, thread_id: str) -> bool:
     return bool(verdict)
 
 
-def _storable(text: str) -> bool:
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 async def reader(
     request: Request,
     namespace: Annotated[
@@ -138,7 +129,7 @@ async def thread(
 ) -> ThreadPresent:
     unknown = ProblemError(404, "unknown_thread", f"no thread {thread_id!r} in this checkpointer")
     given = history.checkpoint_id
-    if not _storable(thread_id) or not _storable(history.namespace) or not _storable(given or ""):
+    if not storable(thread_id) or not storable(history.namespace) or not storable(given or ""):
         # No saver can hold such an id (PostgreSQL text cannot contain NUL, every store
         # wants valid text), so no thread has it; asking the store would only fail.
         raise unknown

@@ -65,6 +65,19 @@ __all__ = [
 T = TypeVar("T")
 
 
+def storable(text: str) -> bool:
+    """Whether any store can hold ``text``: PostgreSQL text cannot contain NUL, and every store
+    wants valid UTF-8 (no lone surrogates). An id or a filter that fails this matches nothing,
+    and asking a store about it would only fail."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class NeedsAsync(RuntimeError):
     """The saver only has an async API, and the caller is running synchronously."""
 
