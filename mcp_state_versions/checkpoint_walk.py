@@ -264,6 +264,15 @@ class _Chain:
                 low = middle + 1
         return low if low < len(self.links) else None
 
+    async def state_at_end_of(self, turn: int) -> Mapping[str, StateEntry] | None:
+        """``tool_state`` as ``turn`` ended, ``None`` when the chain does not reach that far
+        back (not retained); damage on the way is reported as that turn's."""
+        try:
+            found = await self.end_of_turn_confirmed(turn)
+            return None if found is None else (await self.tool_state(found) or {})
+        except DamagedState as damaged:
+            raise DamagedState(self._thread_id, turn, damaged.detail) from damaged.__cause__
+
     async def end_of_turn_confirmed(self, turn: int) -> int | None:
         """:meth:`end_of_turn` steered by the stamps, searched again by the clocks alone when
         the clocks do not confirm where the stamps led (a stamp is only a caller's word)."""
@@ -387,14 +396,7 @@ class CheckpointHistory:
         index = await chain.index()
         if turn < 1 or turn > index.total:
             return TurnSnapshot(turn=turn, index=index, tool_state=None)
-        try:
-            found = await chain.end_of_turn_confirmed(turn)
-            if found is None:
-                return TurnSnapshot(turn=turn, index=index, tool_state=None)
-            tool_state: Mapping[str, StateEntry] = await chain.tool_state(found) or {}
-        except DamagedState as damaged:
-            raise DamagedState(thread_id, turn, damaged.detail) from damaged.__cause__
-        return TurnSnapshot(turn=turn, index=index, tool_state=tool_state)
+        return TurnSnapshot(turn=turn, index=index, tool_state=await chain.state_at_end_of(turn))
 
     async def version_end(
         self, thread_id: str, key: str, since: int, turn: int, last_possible: int
@@ -417,20 +419,20 @@ class CheckpointHistory:
         return await gallop(holds, turn, last_possible)
 
     async def turn_states(
-        self, thread_id: str, turns: range
-    ) -> AsyncIterator[tuple[int, Mapping[str, StateEntry] | None]]:
-        """``tool_state`` as each of ``turns`` ended, oldest first, on one read of the lineage:
-        each turn's state is carried from the one before it by the writes stored between, so
-        a thread's whole timeline costs its writes once, not a rebuild a turn. ``None`` for a
-        turn not on the chain (not retained)."""
+        self, thread_id: str
+    ) -> tuple[TurnIndex, AsyncIterator[tuple[int, Mapping[str, StateEntry] | None]]]:
+        """The thread's turn index, and ``tool_state`` as each retained turn ended, oldest
+        first, all on one read of the lineage: each turn's state is carried from the one
+        before it by the writes stored between, so a thread's whole timeline costs its writes
+        once, not a rebuild a turn."""
         chain = await self._chain(thread_id)
-        for turn in turns:
-            try:
-                found = await chain.end_of_turn_confirmed(turn)
-                state = None if found is None else (await chain.tool_state(found) or {})
-            except DamagedState as damaged:
-                raise DamagedState(thread_id, turn, damaged.detail) from damaged.__cause__
-            yield turn, state
+        index = await chain.index()
+
+        async def states() -> AsyncIterator[tuple[int, Mapping[str, StateEntry] | None]]:
+            for turn in index.retained:
+                yield turn, await chain.state_at_end_of(turn)
+
+        return index, states()
 
     async def branch_checkpoint_ids(self, thread_id: str) -> list[str]:
         """The checkpoints of the thread's current branch, newest (the head) first."""

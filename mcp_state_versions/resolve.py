@@ -428,12 +428,12 @@ async def resolve_timeline(
     lineage where the history offers ``turn_states`` (``CheckpointHistory`` does), else one
     :meth:`ThreadHistory.tool_state_at` a turn.
     """
-    index = await history.turns(thread_id)
     rows: dict[str, KeyTimeline] = {}
     stream = getattr(history, "turn_states", None)
     if stream is not None:
-        states = stream(thread_id, index.retained)
+        index, states = await stream(thread_id)
     else:
+        index = await history.turns(thread_id)
         states = _one_by_one(history, thread_id, index.retained)
     async for turn, tool_state in states:
         for key, entry in versioned_entries(tool_state or {}).items():
