@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -124,6 +124,38 @@ async def resolve_handles(
     handles = _handles_in(tool, args)
     if not handles:
         return dict(args), []
+    return await _values(tool, handles, args, state, history=history, thread_id=thread_id)
+
+
+async def _resolved_call(
+    option: HistoryOption,
+    tool: str,
+    args: Mapping[str, Any],
+    state: Any,
+    config: Any,
+    *,
+    sync: bool,
+) -> tuple[dict[str, Any], list[str]]:
+    """:func:`resolve_handles` for a call inside a run, whose history (``option``, as for
+    ``inspect_state``) is looked up only when the call has a handle: most calls have none, and
+    they pay for the scan of their arguments alone."""
+    handles = _handles_in(tool, args)
+    if not handles:
+        return dict(args), []
+    history = history_of_run(option, config, sync=sync)
+    return await _values(tool, handles, args, state, history=history, thread_id=thread_of(config))
+
+
+async def _values(
+    tool: str,
+    handles: list[_Handle],
+    args: Mapping[str, Any],
+    state: Any,
+    *,
+    history: ThreadHistory | None,
+    thread_id: str | None,
+) -> tuple[dict[str, Any], list[str]]:
+    """``args`` with ``handles`` replaced by their values, and the receipt's entries."""
     tool_state = state_field(state, "tool_state")
     present = entries_of(tool_state) if isinstance(tool_state, Mapping) else {}
     entries = versioned_entries(present)
@@ -187,12 +219,7 @@ def with_receipt(result: Any, used: list[str], tool_call_id: str | None) -> Any:
                 else m
                 for m in messages
             ]
-            return Command(
-                graph=result.graph,
-                update={**result.update, "messages": noted},
-                resume=result.resume,
-                goto=result.goto,
-            )
+            return replace(result, update={**result.update, "messages": noted})
         return result
     content = getattr(result, "content", None)
     if isinstance(content, list) and hasattr(result, "model_copy"):  # mcp.types.CallToolResult
@@ -213,8 +240,9 @@ def _noted(message: ToolMessage, text: str) -> ToolMessage:
     return message.model_copy(update={"content": new})
 
 
-def _refusal(error: HandleRefused, call: Mapping[str, Any]) -> ToolMessage:
-    return ToolMessage(str(error), tool_call_id=call["id"], name=call.get("name"), status="error")
+def _refusal(error: HandleRefused, tool_call_id: str | None, name: str | None) -> ToolMessage:
+    """The error reply a call that did not run gets in place of the tool's."""
+    return ToolMessage(str(error), tool_call_id=tool_call_id, name=name, status="error")
 
 
 class StateHandles:
@@ -233,19 +261,15 @@ class StateHandles:
         self, request: ToolCallRequest, *, sync: bool
     ) -> tuple[ToolCallRequest | ToolMessage, list[str]]:
         call = request.tool_call
-        if call["name"] == "inspect_state" or not _holds_handle(call.get("args") or {}):
-            return request, []  # (inspect_state reads keys: "@state:<key>" there is the key)
+        if call["name"] == "inspect_state":  # it reads keys: "@state:<key>" there is the key
+            return request, []
         config: RunnableConfig | None = getattr(request.runtime, "config", None)
         try:
-            args, used = await resolve_handles(
-                call["name"],
-                call.get("args") or {},
-                request.state,
-                history=history_of_run(self.history, config, sync=sync),
-                thread_id=thread_of(config),
+            args, used = await _resolved_call(
+                self.history, call["name"], call.get("args") or {}, request.state, config, sync=sync
             )
         except HandleRefused as error:
-            return _refusal(error, call), []
+            return _refusal(error, call["id"], call.get("name")), []
         if not used:
             return request, []
         return request.override(tool_call={**call, "args": args}), used
@@ -258,7 +282,8 @@ class StateHandles:
         try:
             prepared, used = run_sync(self._resolved(request, sync=True))
         except NeedsAsync:
-            prepared, used = _refusal(_NEEDS_ASYNC, request.tool_call), []
+            call = request.tool_call
+            prepared, used = _refusal(_NEEDS_ASYNC, call["id"], call.get("name")), []
         if isinstance(prepared, ToolMessage):
             return prepared
         return with_receipt(execute(prepared), used, request.tool_call["id"])
@@ -298,21 +323,13 @@ class ResolveStateHandles:
         runtime = request.runtime
         if runtime is None or getattr(runtime, "tool_call_id", None) is None:
             return await handler(request)  # outside an agent: no state to resolve from
-        if not _holds_handle(request.args):
-            return await handler(request)
         config = getattr(runtime, "config", None)
         try:
-            args, used = await resolve_handles(
-                request.name,
-                request.args,
-                runtime.state,
-                history=history_of_run(self.history, config, sync=False),
-                thread_id=thread_of(config),
+            args, used = await _resolved_call(
+                self.history, request.name, request.args, runtime.state, config, sync=False
             )
         except HandleRefused as error:
-            return ToolMessage(
-                str(error), tool_call_id=runtime.tool_call_id, name=request.name, status="error"
-            )
+            return _refusal(error, runtime.tool_call_id, request.name)
         if not used:
             return await handler(request)
         result = await handler(request.override(args=args))
