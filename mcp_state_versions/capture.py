@@ -34,7 +34,7 @@ from langgraph.types import Command
 from pydantic import BaseModel
 
 from .clock import current_turn
-from .publish import SECRET_NAMES, publication, tool_state_writes, withheld
+from .publish import SECRET_NAMES, holds_fields, publication, tool_state_writes, withheld
 from .render import dumps
 
 __all__ = ["DEFAULT_INLINE_LIMIT", "Capture", "CaptureOption", "tool_call_wrappers"]
@@ -258,13 +258,7 @@ def _structured(artifact: Any) -> dict[str, Any] | None:
         artifact = artifact.model_dump(mode="json")
     elif is_dataclass(artifact) and not isinstance(artifact, type):
         artifact = asdict(artifact)
-    if (
-        isinstance(artifact, Mapping)
-        and artifact
-        and all(isinstance(k, str) and k and "/" not in k for k in artifact)
-    ):
-        return dict(artifact)
-    return None
+    return dict(artifact) if holds_fields(artifact) else None
 
 
 def _key_part(name: str) -> str:

@@ -266,13 +266,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(error: object, code: str | None, *, as_json: bool = False) -> int:
-    """One line on standard error (an object, with ``--json``); the exit code of ``code``
-    (``None``: bad usage, 2)."""
-    message = " ".join(str(error).split())
+    """A failure (an error, bad usage) as :func:`_outcome` says it, on one line whatever the
+    error's text; the exit code of ``code`` (``None``: bad usage, 2)."""
+    return _outcome(code, " ".join(str(error).split()), as_json=as_json, named=False)
+
+
+def _outcome(
+    code: str | None,
+    message: str,
+    *,
+    as_json: bool,
+    data: dict[str, Any] | None = None,
+    named: bool = True,
+) -> int:
+    """An outcome that is not a value, on standard error: one line (led by its ``code`` when
+    ``named``), or one JSON object with ``--json``; its exit code says which it was. Standard
+    output carries only values."""
     if as_json:
-        print(json.dumps({"outcome": code or "usage", "message": message}), file=sys.stderr)
+        body = {"outcome": code or "usage", "message": message, **(data or {})}
+        print(json.dumps(body), file=sys.stderr)
     else:
-        print(f"mcp-state-versions: {message}", file=sys.stderr)
+        print(f"mcp-state-versions: {f'{code}: ' if named else ''}{message}", file=sys.stderr)
     return 2 if code is None else EXIT_CODES[code]
 
 
@@ -346,13 +360,8 @@ async def _operate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, code: str, message: str, data: dict[str, Any]) -> int:
-    """An outcome that is not a value: on standard error, one line, or one JSON object with
-    ``--json``; its exit code says which it was. Standard output carries only values."""
-    if getattr(args, "json", False):
-        print(json.dumps({"outcome": code, "message": message, **data}), file=sys.stderr)
-    else:
-        print(f"mcp-state-versions: {code}: {message}", file=sys.stderr)
-    return EXIT_CODES[code]
+    """A read's outcome that is not a value (see :func:`_outcome`), with its details."""
+    return _outcome(code, message, as_json=getattr(args, "json", False), data=data)
 
 
 async def _inspect(console: Any, history: Any, present: Any, args: argparse.Namespace) -> int:

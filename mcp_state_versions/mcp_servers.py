@@ -35,7 +35,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from .capture import DEFAULT_INLINE_LIMIT
 from .handles import ResolveStateHandles
-from .publish import SECRET_NAMES, publish
+from .publish import SECRET_NAMES, holds_fields, publish
 
 __all__ = ["PublishStructuredResults", "ResolveStateHandles", "load_publishing_tools"]
 
@@ -96,13 +96,7 @@ class PublishStructuredResults:
             value = json.loads(text)
         except ValueError:
             return {"result": text}
-        if (
-            isinstance(value, dict)
-            and value
-            and all(isinstance(k, str) and k and "/" not in k for k in value)
-        ):
-            return value
-        return {"result": value}
+        return value if holds_fields(value) else {"result": value}
 
 
 async def load_publishing_tools(

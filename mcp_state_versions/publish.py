@@ -101,10 +101,21 @@ BREADCRUMB_KEYS = 5
 """Keys a breadcrumb names of each kind (updated, unchanged, not kept) before ``+ N more``."""
 
 
+def is_key_part(part: Any) -> bool:
+    """Whether ``part`` can be one part of a key: non-empty text without ``/``."""
+    return isinstance(part, str) and bool(part) and "/" not in part
+
+
+def holds_fields(value: Any) -> bool:
+    """Whether ``value`` is a non-empty mapping whose keys can all be fields of a key: what
+    capture publishes field by field, rather than as one ``result``."""
+    return isinstance(value, Mapping) and bool(value) and all(is_key_part(k) for k in value)
+
+
 def state_key(toolset: str, tool: str, field: str) -> str:
     """The key ``<toolset>/<tool>/<field>``; each part must be non-empty and free of ``/``."""
     for label, part in (("toolset", toolset), ("tool", tool), ("field", field)):
-        if not isinstance(part, str) or not part or "/" in part:
+        if not is_key_part(part):
             raise ValueError(f"{label} must be a non-empty string without '/', got {part!r}")
     return f"{toolset}/{tool}/{field}"
 
