@@ -135,31 +135,30 @@ class _Chain:
         self._states: dict[int, Any] = {}
         #: ``tool_state`` channels read (and full loads, for threads older than the clock).
         self.loads = 0
-        #: The checked state a read is being carried from, if any (see ``tool_state``).
-        self._base: Mapping[str, Any] | None = None
 
     async def tool_state(self, index: int) -> Any:
         if index not in self._states:
-            self._base = None
             with reading(self._thread_id):
-                value = await self._from_older(index)
+                value, checked = await self._from_older(index)
                 if value is _NONE:
                     value = await self._from_seed(index)
                 if value is _NONE:
                     _, value = await self._backend.tool_state(
                         self._thread_id, self._namespace, self.links[index][ID]
                     )
-            problem = stored_state_problem(value, self._base)
+            problem = stored_state_problem(value, checked)
             if problem is not None:
                 raise DamagedState(self._thread_id, None, problem)
             self.loads += 1
             self._states[index] = value
         return self._states[index]
 
-    async def _from_older(self, index: int) -> Any:
+    async def _from_older(self, index: int) -> tuple[Any, Mapping[str, Any] | None]:
         """``tool_state`` at ``index`` from a state already read at an older link nearby and
-        the writes stored between them, when there is one: a read's probes cluster around the
-        turn asked, and this saves each of them a replay from the snapshot.
+        the writes stored between them, when there is one (else ``_NONE``): a read's probes
+        cluster around the turn asked, and this saves each of them a replay from the snapshot.
+        With it comes the state it was carried from when that one was already checked, so
+        only what the writes changed needs checking (``None``: check it all).
 
         A link in between that stores a whole value starts the stretch instead: LangGraph
         stores one at a fork's first checkpoint, exactly because the writes stored at the
@@ -167,7 +166,7 @@ class _Chain:
         """
         older = [k for k in self._states if index < k <= index + _INCREMENTAL_LINKS]
         if not older:
-            return _NONE
+            return _NONE, None
         base = min(older)
         state = self._states[base]
         for between in range(base - 1, index - 1, -1):
@@ -179,12 +178,11 @@ class _Chain:
             if stored is not None and stored is not NOTHING_STORED:
                 base, state = between, stored_value(stored)
         if not isinstance(state, Mapping):
-            return _NONE
+            return _NONE, None
+        checked = state if base in self._states else None  # a value stored between: unchecked
         if base == index:
-            return state
-        if base in self._states:  # checked when it was read: only what the writes changed is new
-            self._base = state
-        return await self._carried(state, index, base)
+            return state, checked
+        return await self._carried(state, index, base), checked
 
     def _holds_no_value(self, index: int) -> bool:
         """Whether the lineage says the link cannot store ``tool_state`` whole: it has a delta

@@ -9,6 +9,7 @@ under ``/session-state``), so every request it makes stays inside this app.
 
 # No ``from __future__ import annotations``: FastAPI reads route annotations at runtime.
 import html
+from functools import cache
 from importlib.resources import files
 
 from fastapi import APIRouter, Request
@@ -22,8 +23,14 @@ ASSETS = files(__package__) / "static"
 router = APIRouter(tags=["page"])
 
 
+@cache
+def _template() -> str:
+    """``index.html``, read once: it ships in the package and does not change while it runs."""
+    return (ASSETS / "index.html").read_text(encoding="utf-8")
+
+
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 async def page(request: Request) -> HTMLResponse:
     base = html.escape(request.scope.get("root_path", "").rstrip("/") + "/", quote=True)
-    text = (ASSETS / "index.html").read_text(encoding="utf-8").replace("{{BASE}}", base)
+    text = _template().replace("{{BASE}}", base)
     return HTMLResponse(text, headers={"Cache-Control": "no-cache"})
