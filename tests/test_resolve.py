@@ -155,3 +155,17 @@ def test_the_tool_the_cli_and_http_list_the_same_versions(
             AARHUS,
             OSLO,
         ]
+
+
+async def test_a_timeline_from_any_history_equals_the_one_pass(saver: Any, thread_id: str) -> None:
+    """A ThreadHistory without turn_states is read a turn at a time; the timeline is the one
+    CheckpointHistory's single pass gives: every key, where each of its versions began."""
+    from mcp_state_versions.resolve import resolve_timeline
+
+    await six_areas(saver, thread_id)
+    one_pass = await resolve_timeline(CheckpointHistory(saver), thread_id)
+    counting = CountingHistory(CheckpointHistory(saver))
+    turn_by_turn = await resolve_timeline(counting, thread_id)  # type: ignore[arg-type]
+    assert turn_by_turn == one_pass and counting.reads == 6
+    bbox = next(row for row in one_pass.keys if row.key == BBOX)
+    assert bbox.starts == [1, 2, 3, 4, 5, 6] and bbox.first_written == 1 and bbox.versions == 6
