@@ -245,8 +245,7 @@ def open_turn(
         ):
             return {}  # counted already: the messages were trimmed back to it
         seen = record.get("seen")
-        ids = [_message_id(m) for m in messages]
-        if seen is not None and seen in ids and ids.index(seen) > newest:
+        if seen is not None and any(_message_id(m) == seen for m in messages[newest + 1 :]):
             return {}  # the newest human message is older than the last turn's end
         turn = int(record["turn"]) + 1  # type: ignore[arg-type]
     else:

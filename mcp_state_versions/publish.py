@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -285,6 +285,10 @@ def noted_messages(messages: Sequence[Any]) -> list[Any]:
     """
     notes: dict[str, str] = {}
     for index, message in enumerate(messages):
+        # Only a model's message calls tools; asking any other message for ``tool_calls``
+        # costs a failed attribute lookup, which over a long thread was most of this scan.
+        if isinstance(message, BaseMessage) and not isinstance(message, AIMessage):
+            continue
         calls = getattr(message, "tool_calls", None)
         if calls and len(calls) > 1:
             notes.update(_contested(calls, messages[index + 1 : index + 1 + len(calls)]))

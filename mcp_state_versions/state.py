@@ -21,7 +21,8 @@ model.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -211,20 +212,46 @@ def make_merge_tool_state(
     def merge_into(
         merged: dict[str, Any], update: Mapping[str, Any] | None, *, replayed: bool = False
     ) -> dict[str, Any]:
-        # The merge proper, into a dict the caller owns: a replay of many updates copies the
-        # state once, not once per update (see storage.batched). ``replayed``: the update is a
-        # stored write being replayed, which a live merge checked when it was first made, so
-        # its shape and identity are taken as they are (see storage.replayed).
-        if not update:
-            return merged
-        update = _as_state(update, "tool_state update")
-        books, found_raw = _open_books(merged)
-        books.update(bounds)
+        return merge_all(merged, (update,), replayed=replayed)
+
+    def merge_all(
+        merged: dict[str, Any],
+        updates: Iterable[Mapping[str, Any] | None],
+        *,
+        replayed: bool = False,
+    ) -> dict[str, Any]:
+        # The merge proper, into a dict the caller owns, one update after another: a replay of
+        # many updates copies the state and opens the clock's books once, not once per update
+        # (see storage.batched), and the result is the one merging them one by one gives.
+        # ``replayed``: the updates are stored writes being replayed, which a live merge
+        # checked when each was first made, so their shape and identity are taken as they are
+        # (see storage.replayed).
+        books: dict[str, Any] | None = None
+        for update in updates:
+            if not update:
+                continue
+            update = _as_state(update, "tool_state update")
+            found_raw: list[str] = []
+            if books is None:
+                books, found_raw = _open_books(merged)
+                books.update(bounds)
+            merge_one(merged, books, update, replayed)
+            for key in found_raw:
+                if not is_entry(merged.get(key)):
+                    merged[key] = _adopt(merged[key], _placement(books, None))
+                    books["bytes"] += merged[key]["bytes"]
+        if books is not None:
+            merged[CLOCK_KEY] = books
+        return merged
+
+    def merge_one(
+        merged: dict[str, Any], books: dict[str, Any], update: Mapping[str, Any], replayed: bool
+    ) -> None:
         whole = _is_whole_state(update)
         written: set[str] = set()
         for key, raw in update.items():
             if key == CLOCK_KEY:
-                books = _join_clock(books, raw, may_jump=whole or replayed)
+                _join_clock(books, raw, may_jump=whole or replayed, stored=replayed)
                 if not whole:
                     _count_write(books, _CLOCK_WRITE_BYTES)
                 continue
@@ -268,15 +295,10 @@ def make_merge_tool_state(
                 books["bytes"] = _enforce_budget(
                     merged, books["bytes"], budget_bytes, key, written, turn=entry["turn"]
                 )
-        for key in found_raw:
-            if not is_entry(merged.get(key)):
-                merged[key] = _adopt(merged[key], _placement(books, None))
-                books["bytes"] += merged[key]["bytes"]
-        merged[CLOCK_KEY] = books
-        return merged
 
     merge_tool_state.bounds = dict(bounds)  # type: ignore[attr-defined]
     merge_tool_state.merge_into = merge_into  # type: ignore[attr-defined]
+    merge_tool_state.merge_all = merge_all  # type: ignore[attr-defined]
     merge_tool_state.__doc__ = (
         f"Merge a tool_state update (ring_size={ring_size}, ring_bytes={ring_bytes}, "
         f"budget_bytes={budget_bytes}); see make_merge_tool_state."
@@ -316,8 +338,11 @@ def _open_books(merged: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return books, found_raw
 
 
-def _join_clock(books: dict[str, Any], raw: Any, *, may_jump: bool = True) -> dict[str, Any]:
-    """Merge a clock write: the later turn wins; within a turn, closed wins over open.
+def _join_clock(
+    books: dict[str, Any], raw: Any, *, may_jump: bool = True, stored: bool = False
+) -> dict[str, Any]:
+    """Merge a clock write into ``books`` (in place, and returned): the later turn wins;
+    within a turn, closed wins over open.
 
     A tick moves the clock by one turn. One that would skip turns (an operator's
     ``update_state`` with ``turn: 10**6``) is refused unless ``may_jump``: such a clock would
@@ -325,15 +350,17 @@ def _join_clock(books: dict[str, Any], raw: Any, *, may_jump: bool = True) -> di
     the last few turns would find none of the thread's checkpoints in them. A whole state may
     jump (a persistent subgraph's state catches up with its parent's by one whole update), and
     so may a stored write being replayed, which a live merge accepted when it was made.
+    ``stored``: ``raw`` is such a write, whose fields are read as they are when they have the
+    types a live merge would have found (:func:`_stored_clock`).
     """
+    clock = _stored_clock(raw) if stored else None
     try:
-        clock = _Clock.model_validate(raw)
+        clock = clock or _Clock.model_validate(raw)
     except ValidationError as error:
         raise ToolStateError(
             f"the {CLOCK_KEY!r} record in a tool_state update is not valid ({error.errors()[0]}); "
             "it is written by mcp_state_versions.clock.open_turn and close_turn only"
         ) from None
-    books = dict(books)
     if clock.seq is not None:
         books["seq"] = max(books.get("seq", 0), clock.seq)
     if clock.newest is not None:
@@ -365,6 +392,42 @@ def _join_clock(books: dict[str, Any], raw: Any, *, may_jump: bool = True) -> di
     if clock.late:
         books["late"] = True
     return books
+
+
+@dataclass(frozen=True, slots=True)
+class _StoredClock:
+    """The fields of a stored clock write :func:`_join_clock` reads, as :class:`_Clock` would
+    give them."""
+
+    turn: int | None
+    open: bool
+    late: bool
+    seq: int | None
+    newest: int | None
+
+
+def _natural(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _stored_clock(raw: Any) -> _StoredClock | None:
+    """A stored clock write read without pydantic, when every field has the type :class:`_Clock`
+    asks for (a tick, a close or a whole record as the library writes them), so the result is
+    the model's; ``None`` sends anything else through the model. Validating each clock write
+    was the largest part of a replay's cost for small values."""
+    if type(raw) is not dict or "turn" not in raw:
+        return None
+    turn, is_open, late = raw.get("turn"), raw.get("open"), raw.get("late", False)
+    seq, newest, budget = raw.get("seq"), raw.get("newest"), raw.get("budget")
+    if not (turn is None or _natural(turn)) or type(is_open) is not bool or type(late) is not bool:
+        return None
+    if not all(found is None or _natural(found) for found in (seq, newest, raw.get("bytes"))):
+        return None
+    if not (budget is None or (_natural(budget) and budget >= 1)):
+        return None
+    if not all(raw.get(name) is None or type(raw[name]) is str for name in ("message", "seen")):
+        return None
+    return _StoredClock(turn, is_open, late, seq, newest)
 
 
 COUNTED_OPENINGS = 8
@@ -520,7 +583,7 @@ def _adopt(value: Any, turn: int) -> StateEntry:
     return entry
 
 
-def _identity(key: str, write: _Write, *, checked: bool) -> tuple[str, int]:
+def _identity(key: str, write: _Write | _StoredWrite, *, checked: bool) -> tuple[str, int]:
     """The value's ``(digest, size)``: the writer's, checked against the value in a live merge
     (a write whose claim is wrong is refused, so every stored write that was merged carries a
     true one), taken as is in a replay; computed when the writer gave none."""
@@ -537,18 +600,30 @@ def _identity(key: str, write: _Write, *, checked: bool) -> tuple[str, int]:
     return identity
 
 
-def _replayed_write(key: Any, raw: Any) -> _Write:
+@dataclass(frozen=True, slots=True)
+class _StoredWrite:
+    """A stored write's fields as a replay takes them: :class:`_Write`'s, without building a
+    pydantic model (``model_construct`` alone was a third of a small write's replay)."""
+
+    value: Any
+    tool: str | None
+    turn: int | None
+    digest: str | None
+    size: int | None
+
+
+def _replayed_write(key: Any, raw: Any) -> _Write | _StoredWrite:
     """A stored write being replayed: merged live once already, so not validated again (the
     cost of a run start is replaying them). Shapes no live merge accepts are still refused."""
     if not isinstance(raw, Mapping) or "value" not in raw:
         return _validate_write(key, raw)
     digest, size, turn, tool = raw.get("digest"), raw.get("size"), raw.get("turn"), raw.get("tool")
-    return _Write.model_construct(
-        value=raw["value"],
-        tool=tool if isinstance(tool, str) else None,
-        turn=turn if type(turn) is int and turn >= 0 else None,
-        digest=digest if isinstance(digest, str) else None,
-        size=size if type(size) is int and size >= 0 else None,
+    return _StoredWrite(
+        raw["value"],
+        tool if isinstance(tool, str) else None,
+        turn if type(turn) is int and turn >= 0 else None,
+        digest if isinstance(digest, str) else None,
+        size if type(size) is int and size >= 0 else None,
     )
 
 

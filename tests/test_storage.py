@@ -236,7 +236,8 @@ def test_a_replay_of_stored_writes_is_what_the_live_merges_made(
     updates: list[dict[str, Any]], data: st.DataObject
 ) -> None:
     """The run-start fold (no validation, identities as stored) equals the live one, whatever
-    the batching, with some writes carrying their identity as publish writes them."""
+    the batching, with some writes carrying their identity as publish writes them; and a
+    batch folded at once equals its updates merged one by one."""
     from mcp_state_versions.storage import replayed
     from mcp_state_versions.versions import canonical
 
@@ -250,6 +251,10 @@ def test_a_replay_of_stored_writes_is_what_the_live_merges_made(
             written[key] = write
         stored.append(written)
     live = batched(merge_tool_state)({}, stored)
+    one_by_one: dict[str, Any] = {}
+    for update in stored:
+        one_by_one = merge_tool_state(one_by_one, update)
+    assert live == one_by_one  # a batch opens the clock's books once, with the same result
     cut = data.draw(st.integers(0, len(stored)))
     assert (
         replayed(merge_tool_state)(replayed(merge_tool_state)({}, stored[:cut]), stored[cut:])
