@@ -350,3 +350,23 @@ async def test_a_thread_takes_snapshots_by_what_it_writes(thread_id: str) -> Non
         for s in await _checkpoints(agent, thread_id)
     ]
     assert sum(type(value).__name__ == "_DeltaSnapshot" for value in stored) >= 2
+
+
+def test_a_step_that_publishes_a_catalogue_is_snapshotted_at_once() -> None:
+    """BULK_WRITES key writes in one step, with half a snapshot's bytes, are due at once (so
+    they are not replayed at every run start after it); fewer in the step are not."""
+    import typing
+
+    from mcp_state_versions.storage import BULK_WRITES, tool_state_channel
+
+    spec = typing.get_args(tool_state_channel(merge_tool_state, 777))[1]
+    seed = merge_tool_state({}, {"t/a/seed": {"value": "x"}})
+    channel = spec.from_checkpoint(snapshot(seed))
+    few = {f"t/a/k{n}": {"value": "v" * 200} for n in range(BULK_WRITES - 1)}
+    channel.value = merge_tool_state(seed, few)
+    assert channel.snapshot_frequency == 777  # one short of a catalogue
+    catalogue = {f"t/b/k{n}": {"value": "w" * 200} for n in range(BULK_WRITES * 4)}
+    channel.value = merge_tool_state(channel.value, catalogue)
+    assert channel.snapshot_frequency == 1
+    channel.value = merge_tool_state(channel.value, {"t/a/seed": {"value": "y"}})
+    assert channel.snapshot_frequency == 777  # a small step after it is counted from there
