@@ -207,12 +207,7 @@ def make_merge_tool_state(
     def merge_tool_state(
         current: Mapping[str, Any] | None, update: Mapping[str, Any] | None
     ) -> dict[str, Any]:
-        return merge_into(dict(_as_state(current, "current tool_state")), update)
-
-    def merge_into(
-        merged: dict[str, Any], update: Mapping[str, Any] | None, *, replayed: bool = False
-    ) -> dict[str, Any]:
-        return merge_all(merged, (update,), replayed=replayed)
+        return merge_all(dict(_as_state(current, "current tool_state")), (update,))
 
     def merge_all(
         merged: dict[str, Any],
@@ -251,7 +246,7 @@ def make_merge_tool_state(
         written: set[str] = set()
         for key, raw in update.items():
             if key == CLOCK_KEY:
-                _join_clock(books, raw, may_jump=whole or replayed, stored=replayed)
+                _join_clock(books, raw, may_jump=whole or replayed)
                 if not whole:
                     _count_write(books, _CLOCK_WRITE_BYTES)
                 continue
@@ -297,7 +292,6 @@ def make_merge_tool_state(
                 )
 
     merge_tool_state.bounds = dict(bounds)  # type: ignore[attr-defined]
-    merge_tool_state.merge_into = merge_into  # type: ignore[attr-defined]
     merge_tool_state.merge_all = merge_all  # type: ignore[attr-defined]
     merge_tool_state.__doc__ = (
         f"Merge a tool_state update (ring_size={ring_size}, ring_bytes={ring_bytes}, "
@@ -338,9 +332,7 @@ def _open_books(merged: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return books, found_raw
 
 
-def _join_clock(
-    books: dict[str, Any], raw: Any, *, may_jump: bool = True, stored: bool = False
-) -> dict[str, Any]:
+def _join_clock(books: dict[str, Any], raw: Any, *, may_jump: bool = True) -> dict[str, Any]:
     """Merge a clock write into ``books`` (in place, and returned): the later turn wins;
     within a turn, closed wins over open.
 
@@ -350,12 +342,9 @@ def _join_clock(
     the last few turns would find none of the thread's checkpoints in them. A whole state may
     jump (a persistent subgraph's state catches up with its parent's by one whole update), and
     so may a stored write being replayed, which a live merge accepted when it was made.
-    ``stored``: ``raw`` is such a write, whose fields are read as they are when they have the
-    types a live merge would have found (:func:`_stored_clock`).
     """
-    clock = _stored_clock(raw) if stored else None
     try:
-        clock = clock or _Clock.model_validate(raw)
+        clock = _Clock.model_validate(raw)
     except ValidationError as error:
         raise ToolStateError(
             f"the {CLOCK_KEY!r} record in a tool_state update is not valid ({error.errors()[0]}); "
@@ -392,42 +381,6 @@ def _join_clock(
     if clock.late:
         books["late"] = True
     return books
-
-
-@dataclass(frozen=True, slots=True)
-class _StoredClock:
-    """The fields of a stored clock write :func:`_join_clock` reads, as :class:`_Clock` would
-    give them."""
-
-    turn: int | None
-    open: bool
-    late: bool
-    seq: int | None
-    newest: int | None
-
-
-def _natural(value: Any) -> bool:
-    return type(value) is int and value >= 0
-
-
-def _stored_clock(raw: Any) -> _StoredClock | None:
-    """A stored clock write read without pydantic, when every field has the type :class:`_Clock`
-    asks for (a tick, a close or a whole record as the library writes them), so the result is
-    the model's; ``None`` sends anything else through the model. Validating each clock write
-    was the largest part of a replay's cost for small values."""
-    if type(raw) is not dict or "turn" not in raw:
-        return None
-    turn, is_open, late = raw.get("turn"), raw.get("open"), raw.get("late", False)
-    seq, newest, budget = raw.get("seq"), raw.get("newest"), raw.get("budget")
-    if not (turn is None or _natural(turn)) or type(is_open) is not bool or type(late) is not bool:
-        return None
-    if not all(found is None or _natural(found) for found in (seq, newest, raw.get("bytes"))):
-        return None
-    if not (budget is None or (_natural(budget) and budget >= 1)):
-        return None
-    if not all(raw.get(name) is None or type(raw[name]) is str for name in ("message", "seen")):
-        return None
-    return _StoredClock(turn, is_open, late, seq, newest)
 
 
 COUNTED_OPENINGS = 8
