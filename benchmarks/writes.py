@@ -45,12 +45,7 @@ from typing_extensions import TypedDict
 from mcp_state_versions import build_agent, publish, run_turn
 from mcp_state_versions.backends.sqlite import _unpack
 from mcp_state_versions.scripted import ScriptedChatModel, call
-from mcp_state_versions.storage import (
-    _ENTRY_BYTES,
-    DEFAULT_SNAPSHOT_FREQUENCY,
-    MAX_REPLAY_WRITES,
-    SNAPSHOT_RATIO,
-)
+from mcp_state_versions.storage import _ENTRY_BYTES, DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_RATIO
 
 from .common import opened, progress
 
@@ -222,15 +217,16 @@ async def measure_cell(
         state = (await library.aget_state(config)).values["tool_state"]
         books = _totals(state)
         # The library's snapshots, amortized: one snapshot's measured bytes over the turns its
-        # cadence puts between two (each rule's quantities as measured over these turns).
+        # cadence puts between two (each rule's quantities as measured over these turns; the
+        # bytes rule waits for both the estimate and the measured size).
         writes_per_turn = (books[0] - books_before[0]) / turns
         written_per_turn = (books[1] - books_before[1]) / turns
-        between = min(
-            SNAPSHOT_RATIO * books[2] / written_per_turn,
-            MAX_REPLAY_WRITES / writes_per_turn,
-            DEFAULT_SNAPSHOT_FREQUENCY / 3,  # three updates a turn: open, tool, close
-        )
         snapshot = len(ormsgpack.packb(state))
+        between = min(
+            SNAPSHOT_RATIO * max(books[2], snapshot) / written_per_turn,
+            DEFAULT_SNAPSHOT_FREQUENCY / writes_per_turn,  # key writes
+            DEFAULT_SNAPSHOT_FREQUENCY / 3,  # updates: three a turn (open, tool, close)
+        )
         library_writes = (after["library"][0] - before["library"][0]) / turns
         amortized = library_writes + snapshot / max(between, 1)
 

@@ -34,6 +34,8 @@ summarization breaks; the first turn such a thread runs with the clock starts it
 count.
 """
 
+import base64
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
@@ -50,6 +52,7 @@ __all__ = [
     "current_turn",
     "end_of_turn",
     "entries_of",
+    "message_mark",
     "open_turn",
     "past_end",
     "position",
@@ -70,12 +73,13 @@ class ClockRecord(TypedDict):
     * ``turn``: turns begun on this branch (``None``: the clock has never ticked, and writes
       are placed by their stamps, as before the clock existed);
     * ``open``: whether turn ``turn`` is still running;
-    * ``message``: id of the user message that began it; ``seen``: id of the last message when
-      it ended (together they tell a new user message from one already counted);
+    * ``message``: the user message that began it; ``seen``: the last message when it ended
+      (together they tell a new user message from one already counted), each as its
+      :func:`message_mark` (records written before marks hold the ids themselves);
     * ``late`` (only when true): a write arrived after turn ``turn`` ended, so this state is
       no longer the one the turn ended with;
-    * ``counted``, ``first``: ids of the user messages that opened the last few turns and the
-      first one, so a user message seen again after a trim is not counted again;
+    * ``counted``, ``first``: marks of the user messages that opened the last few turns and
+      the first one, so a user message seen again after a trim is not counted again;
     * ``seq``, ``bytes``, ``newest``: the reducer's totals (write counter, JSON bytes held,
       newest turn any write was placed in);
     * ``writes``, ``written``: key writes merged and about the bytes they took as stored writes
@@ -135,6 +139,32 @@ def _is_human(message: Any) -> bool:
 def _message_id(message: Any) -> str | None:
     value = message.get("id") if isinstance(message, Mapping) else getattr(message, "id", None)
     return None if value is None else str(value)
+
+
+def message_mark(message_id: str) -> str:
+    """What the clock records of a message id: 12 characters (72 bits of its BLAKE2b digest).
+
+    The clock writes two message ids a turn (the user message that opened it, the last one
+    when it ended), and ``tool_state`` is stored as writes, so their length is stored every
+    turn: a LangChain run id is 47 characters, a quarter of what a turn changing two small
+    values stores. The clock only ever asks whether a message is one it recorded, which a mark
+    answers as well as the id (two ids sharing a mark: one chance in 2**72).
+    """
+    digest = hashlib.blake2b(message_id.encode(), digest_size=9).digest()
+    return base64.urlsafe_b64encode(digest).decode()
+
+
+def _recorded(message_id: str | None, *recorded: Any) -> bool:
+    """Whether ``message_id`` is among ``recorded`` (marks, or ids in records older than
+    marks)."""
+    if message_id is None:
+        return False
+    found = (message_mark(message_id), message_id)
+    return any(item in found for item in recorded)
+
+
+def _mark(message_id: str | None) -> str | None:
+    return None if message_id is None else message_mark(message_id)
 
 
 def clock_of(tool_state: Any) -> ClockRecord | None:
@@ -238,14 +268,14 @@ def open_turn(
         return {}
     message_id = _message_id(messages[newest])
     if record is not None and record.get("turn") is not None:
-        if message_id is not None and (
-            message_id == record.get("message")
-            or message_id == record.get("first")
-            or message_id in (record.get("counted") or ())
+        if _recorded(
+            message_id, record.get("message"), record.get("first"), *(record.get("counted") or ())
         ):
             return {}  # counted already: the messages were trimmed back to it
         seen = record.get("seen")
-        if seen is not None and any(_message_id(m) == seen for m in messages[newest + 1 :]):
+        if seen is not None and any(
+            _recorded(_message_id(m), seen) for m in messages[newest + 1 :]
+        ):
             return {}  # the newest human message is older than the last turn's end
         turn = int(record["turn"]) + 1  # type: ignore[arg-type]
     else:
@@ -253,7 +283,7 @@ def open_turn(
         # from its human count (the fallback), never behind a turn its entries recorded.
         newest_entry = int(record.get("newest", 0)) if record is not None else 0
         turn = max(count_turns(messages), newest_entry + 1, 1)
-    tick: dict[str, Any] = {"turn": turn, "open": True, "message": message_id}
+    tick: dict[str, Any] = {"turn": turn, "open": True, "message": _mark(message_id)}
     if bounds and (record is None or "ring_size" not in record):
         tick.update(bounds)  # once: from then on the state records them
     return {"tool_state": {CLOCK_KEY: tick}}
@@ -269,7 +299,7 @@ def close_turn(state: Any, config: RunnableConfig | None = None) -> dict[str, An
     if record is None or record.get("turn") is None or not _in_root(config):
         return {}
     messages = state_field(state, "messages") or []
-    seen = _message_id(messages[-1]) if messages else None
+    seen = _mark(_message_id(messages[-1])) if messages else None
     return {"tool_state": {CLOCK_KEY: {"turn": record["turn"], "open": False, "seen": seen}}}
 
 
@@ -294,5 +324,6 @@ def ticks_around(
     if not getattr(reply, "tool_calls", None) and _in_root(config):
         record = tick or clock_of(state_field(state, "tool_state"))
         if record is not None and record.get("turn") is not None:
-            tick = {**(tick or {}), "turn": record["turn"], "open": False, "seen": reply.id}
+            seen = _mark(_message_id(reply))
+            tick = {**(tick or {}), "turn": record["turn"], "open": False, "seen": seen}
     return {"tool_state": {CLOCK_KEY: tick}} if tick else {}

@@ -39,7 +39,7 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .clock import clock_of, current_turn, entries_of, state_field
+from .clock import clock_of, current_turn, entries_of, state_field, turn_of_tool_state
 from .state import DEFAULT_BUDGET_BYTES, ToolStateError, is_entry
 from .versions import canonical, same_value
 
@@ -228,8 +228,13 @@ def publication(
     if withheld:
         parts.append(f"[withheld: {_named(list(withheld))} — secret-named fields are never stored]")
     parts.append(siblings or "")
+    tool_state = state_field(state, "tool_state")
+    clocked = turn_of_tool_state(tool_state) is not None
+    present = entries_of(tool_state)
     return Publication(
-        writes={key: _with_identity(writes[key], changed[key]) for key in changed},
+        writes={
+            key: _stored(writes[key], changed[key], present.get(key), clocked) for key in changed
+        },
         text=" ".join(part for part in parts if part),
     )
 
@@ -243,10 +248,25 @@ is most of a replay's cost. A small value's identity would cost more bytes store
 serialization it saves."""
 
 
-def _with_identity(write: Mapping[str, Any], identity: tuple[str, int]) -> dict[str, Any]:
-    if identity[1] < IDENTITY_FROM_BYTES:
-        return dict(write)
-    return {**write, "digest": identity[0], "size": identity[1]}
+def _stored(
+    write: Mapping[str, Any], identity: tuple[str, int], held: Any, clocked: bool
+) -> dict[str, Any]:
+    """The write as it is stored: only what the reducer would not know without it.
+
+    ``tool_state`` is stored as writes, so every field of a write is stored every time the key
+    changes. The turn stamp is left out once the turn clock runs (the reducer places writes by
+    the clock and ignores stamps), and the tool's name when the key's entry already names it
+    (a write without one keeps the entry's); what the reducer makes of the write is the same.
+    A large value carries its identity (:data:`IDENTITY_FROM_BYTES`).
+    """
+    stored = dict(write)
+    if clocked:
+        stored.pop("turn", None)
+    if is_entry(held) and held.get("tool") == stored.get("tool"):
+        stored.pop("tool", None)
+    if identity[1] >= IDENTITY_FROM_BYTES:
+        stored.update(digest=identity[0], size=identity[1])
+    return stored
 
 
 def breadcrumb(writes: Mapping[str, Mapping[str, Any]], runtime: ToolRuntime) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -65,3 +65,15 @@ class ScriptedChatModel(BaseChatModel):
             reply = self.replies[self._position]
             self._position += 1
         return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        # A script is read, not fetched: answered in the event loop, where LangChain's default
+        # would hand the call to a worker thread and back (a model served over the network
+        # has its own async client; a thread hop here would be a cost no real model has).
+        return self._generate(messages, stop, **kwargs)

@@ -248,7 +248,7 @@ def make_merge_tool_state(
             if key == CLOCK_KEY:
                 _join_clock(books, raw, may_jump=whole or replayed)
                 if not whole:
-                    _count_write(books, _CLOCK_WRITE_BYTES)
+                    _count_write(books, _CLOCK_WRITE_BYTES, key=False)
                 continue
             before = merged.get(key)
             previous = before
@@ -280,7 +280,7 @@ def make_merge_tool_state(
                 )
                 entry.pop("evicted", None)  # a fresh dict: it holds a value again
                 entry.pop("displaced", None)
-                _count_write(books, entry["size"] + _WRITE_BYTES)
+                _count_write(books, entry["size"] + len(key) + _WRITE_BYTES)
             books["bytes"] += entry["bytes"] - (before["bytes"] if is_entry(before) else 0)
             books["seq"] = max(books["seq"], entry["seq"])
             books["newest"] = max(books["newest"], entry["turn"])
@@ -422,17 +422,20 @@ def _is_whole_state(update: Mapping[str, Any]) -> bool:
     return isinstance(record, Mapping) and "seq" in record and "bytes" in record
 
 
-_WRITE_BYTES = 48
-"""About what a stored write adds to its value's JSON bytes (its key, tool and framing)."""
+_WRITE_BYTES = 10
+"""About what a stored write adds to its value's JSON bytes and its key (framing; publish
+stores neither the tool nor the turn once the entry and the clock tell them)."""
 
-_CLOCK_WRITE_BYTES = 96
-"""About what a stored clock write takes."""
+_CLOCK_WRITE_BYTES = 44
+"""About what a stored clock write takes (the turn, open or closed, one message mark)."""
 
 
-def _count_write(books: dict[str, Any], size: int) -> None:
-    """Count one key's write and about the bytes it takes stored: totals that add up the same
-    however the writes are batched, which the snapshot cadence is set from (see storage)."""
-    books["writes"] = books.get("writes", 0) + 1
+def _count_write(books: dict[str, Any], size: int, *, key: bool = True) -> None:
+    """Count about the bytes a write takes stored, and a key's write: totals that add up the
+    same however the writes are batched, which the snapshot cadence is set from (see
+    storage)."""
+    if key:
+        books["writes"] = books.get("writes", 0) + 1
     books["written"] = books.get("written", 0) + size
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Annotated, Any
 
+import ormsgpack
 from langgraph._internal._typing import MISSING
 from langgraph.channels.binop import _get_overwrite
 from langgraph.channels.delta import DeltaChannel
@@ -43,7 +44,6 @@ from .clock import CLOCK_KEY
 __all__ = [
     "BULK_WRITES",
     "DEFAULT_SNAPSHOT_FREQUENCY",
-    "MAX_REPLAY_WRITES",
     "NOTHING_STORED",
     "SNAPSHOT_RATIO",
     "Reducer",
@@ -59,37 +59,37 @@ __all__ = [
 Reducer = Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], dict[str, Any]]
 
 DEFAULT_SNAPSHOT_FREQUENCY = 1000
-"""The most updates of ``tool_state`` (about three a turn) between whole snapshots.
+"""The most updates of ``tool_state`` (about three a turn), and the most key writes, between
+whole snapshots.
 
 Within it, the cadence follows what was written (:class:`ToolStateChannel`). Every snapshot
 stores the whole session state once, so a rarer one stores less per turn; every run starts by
-replaying the writes since the last snapshot, and every read beyond the ring replays them for
-the turn it reads, so a rarer one costs more time. Measured in ``python -m benchmarks``
-(README)."""
+replaying the writes since the last snapshot (reading them back and merging them costs about
+15 µs a small write, measured, where loading the snapshot costs well under 1 µs an entry), and
+every read beyond the ring replays them for the turn it reads, so a rarer one costs more time.
+Many small values rewritten a few at a time are where the two pull apart: at 500 × 200 B with
+two rewritten a turn, this cap is what sets the cadence (a snapshot every 333 turns), and a
+turn stores about 2.6 times the bytes it changed. A larger cap stores less a turn there and
+replays more at every run start. Measured in ``python -m benchmarks`` (README)."""
 
-SNAPSHOT_RATIO = 4
+SNAPSHOT_RATIO = 3
 """Bytes written since the last snapshot, as a multiple of a snapshot's size, that call for the
-next: a turn then stores its writes plus at most a quarter as much again in snapshots. The
-replay this allows is bounded by :data:`MAX_REPLAY_WRITES` for small values; for large ones it
-costs about what writing them did, since a replay does not serialize a value its writer gave
-the identity of (measured at 5 and 50 × 200 KB: a run start's load stays well under a plain
-agent's turn, which stores its whole dict at every step)."""
-
-MAX_REPLAY_WRITES = 1000
-"""Key writes since the last snapshot that call for the next, whatever their size.
-
-Every run start replays the writes since the last snapshot through the reducer, which costs
-about 10 µs a small write (validation and the canonical digest, measured) where loading the
-snapshot costs well under 1 µs an entry. Many small values rewritten a few at a time would
-otherwise go thousands of writes between snapshots; this bounds a small-value run start's
-replay to about 10 ms. Large values are bounded by :data:`SNAPSHOT_RATIO` first."""
+next: a turn then stores its writes plus at most a third as much again in snapshots. A smaller
+ratio stores more and replays less at a run start: at 5 × 200 B, with two values rewritten a
+turn, 3 is a snapshot every 34 turns or so, a turn storing 1.8 times the bytes it changed (4
+stored 1.7 times and replayed a third more). The replay this allows is bounded by the
+``snapshot_frequency`` cap for small values; for large ones it costs about what writing them
+did, since a replay does not serialize a value its writer gave the identity of (measured at 5
+and 50 × 200 KB: a run start's load stays well under a plain agent's turn, which stores its
+whole dict at every step)."""
 
 BULK_WRITES = 64
-"""Key writes in one step that, with at least half a snapshot's bytes, call for a snapshot at
-once. Each write since the last snapshot is replayed at every run start (about 12 µs a small
-write, measured), so a tool publishing hundreds of values would otherwise add milliseconds to
-every run until the bytes or the count rule called the next snapshot, hundreds of turns later;
-taken then, the snapshot costs at most twice what that one step wrote."""
+"""Key writes in one step that, with at least a third of a snapshot's bytes, call for a
+snapshot at once. Each write since the last snapshot is replayed at every run start (about
+12 µs a small write, measured), so a tool publishing hundreds of values would otherwise add
+milliseconds to every run until the bytes or the count rule called the next snapshot, hundreds
+of turns later; taken then, the snapshot costs at most three times what that one step wrote (a
+snapshot holds each entry's stamps beside its value, which a write does not)."""
 
 _ENTRY_BYTES = 160
 """About what a stored entry adds to its values' bytes (key, digest, counters, ring items)."""
@@ -167,18 +167,18 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
     answers from what it holds. It knows the reducer's running totals at its seed (the snapshot
     it was rebuilt from, :meth:`from_checkpoint`) and now; a snapshot is due once the writes
     since then reach :data:`SNAPSHOT_RATIO` times the snapshot's own size (what storage costs),
-    or :data:`MAX_REPLAY_WRITES` key writes (what a run start's replay costs), and then it
+    or ``snapshot_frequency`` key writes (what a run start's replay costs), and then it
     answers 1 (due now) and takes the present as its new base: LangGraph takes the snapshot in
     that step whenever anything was written since the last one, and when nothing was, the last
     one is the present anyway. A step that alone wrote :data:`BULK_WRITES` key writes or more
-    and half a snapshot's bytes is due too (a tool that published a whole catalogue). Otherwise
-    it answers the ``snapshot_frequency`` given, which stays LangGraph's own cap.
+    and a third of a snapshot's bytes is due too (a tool that published a whole catalogue).
+    Otherwise it answers the ``snapshot_frequency`` given, which stays LangGraph's own cap.
 
     LangGraph reads the cadence once a step, as it writes the step's checkpoint; the totals at
     the previous reading (``seen``) tell what the step wrote.
     """
 
-    __slots__ = ("base", "most", "seen")
+    __slots__ = ("base", "measured", "most", "seen")
 
     @property  # type: ignore[override]
     def snapshot_frequency(self) -> int:
@@ -188,14 +188,16 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         writes, written = totals[0] - self.base[0], totals[1] - self.base[1]
         step_writes, step_written = totals[0] - self.seen[0], totals[1] - self.seen[1]
         self.seen = totals
-        record = self.value[CLOCK_KEY]
-        size = record.get("bytes", 0) + _ENTRY_BYTES * len(self.value)
+        size = self._size()
+        if written >= SNAPSHOT_RATIO * size and self.measured is None:
+            size = self._measure()  # the estimate says due: what would it really store?
         if (
             written >= SNAPSHOT_RATIO * size
-            or writes >= MAX_REPLAY_WRITES
-            or (step_writes >= BULK_WRITES and 2 * step_written >= size)
+            or writes >= self.most
+            or (step_writes >= BULK_WRITES and 3 * step_written >= size)
         ):
             self.base = totals
+            self.measured = None
             return 1
         return self.most
 
@@ -203,12 +205,42 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
     def snapshot_frequency(self, most: int) -> None:
         self.most = most
         self.base = self.seen = (0, 0)
+        self.measured = None
+
+    def _size(self) -> int:
+        """About what a snapshot of the present would store, in bytes.
+
+        The reducer's total of value bytes plus :data:`_ENTRY_BYTES` an entry, until a
+        snapshot's real size was measured (:meth:`_measure`); from then on that size, plus
+        what the value bytes grew by since.
+        """
+        held = self.value[CLOCK_KEY].get("bytes", 0)
+        if self.measured is None:
+            return held + _ENTRY_BYTES * len(self.value)
+        size, held_then = self.measured
+        return size + held - held_then
+
+    def _measure(self) -> int:
+        """A snapshot's real size, serialized as the savers store it, measured once a base.
+
+        The per-entry estimate misses rings (a small value rewritten each turn holds eight
+        prior versions beside it, each with its stamps): under-counted, the snapshots came
+        too often and a turn stored more than twice what it changed. Measuring costs a
+        serialization of the state (0.1 ms at 500 × 200 B, 3 ms at 500 × 10 KB), so it is
+        done only when the estimate says a snapshot is due, and once until the next one.
+        """
+        try:
+            size = len(ormsgpack.packb(self.value))
+        except (TypeError, ValueError):  # a value msgpack cannot take: keep the estimate
+            return self._size()
+        self.measured = (size, self.value[CLOCK_KEY].get("bytes", 0))
+        return size
 
     def copy(self) -> ToolStateChannel:
         new = self.__class__(self.reducer, self.typ, snapshot_frequency=self.most)
         new.key = self.key
         new.value = self.value if self.value is MISSING else _copy.copy(self.value)
-        new.base, new.seen = self.base, self.seen
+        new.base, new.seen, new.measured = self.base, self.seen, self.measured
         return new
 
     def replay_writes(self, writes: Sequence[Any]) -> None:
@@ -227,6 +259,7 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         new = super().from_checkpoint(checkpoint)
         new.most = self.most
         new.base = new.seen = _totals(new.value) or (0, 0)
+        new.measured = None
         return new
 
     def __eq__(self, other: object) -> bool:
@@ -247,8 +280,9 @@ def tool_state_channel(
 
     Use it as a state schema's field type, ``tool_state: tool_state_channel(reducer)``;
     :func:`~mcp_state_versions.state.make_session_state` and ``SessionStateMiddleware`` do.
-    ``snapshot_frequency`` caps the updates between snapshots (the bytes set the cadence
-    below it).
+    ``snapshot_frequency`` caps the updates, and the key writes, between snapshots (the bytes
+    set the cadence below it; see :data:`DEFAULT_SNAPSHOT_FREQUENCY` for what a larger one
+    trades).
     """
     if type(snapshot_frequency) is not int or snapshot_frequency < 1:
         raise ValueError(f"snapshot_frequency must be a positive int, got {snapshot_frequency!r}")

@@ -297,10 +297,30 @@ def test_open_turn_counts_only_new_user_messages() -> None:
     assert state["tool_state"][CLOCK_KEY]["turn"] == 2
 
 
+def test_the_clock_recognizes_ids_recorded_before_marks() -> None:
+    """The clock records message marks; a record written before them holds the ids themselves,
+    and a thread continued from one neither counts its last turn again nor misses a new one."""
+    from langchain_core.messages import AIMessage
+
+    from mcp_state_versions.clock import message_mark
+
+    old = {"turn": 3, "open": False, "message": "h3", "seen": "a3", "counted": ["h2", "h3"]}
+    tool_state = merge_tool_state({}, {CLOCK_KEY: {**old, "seq": 0, "bytes": 0}})
+    messages: list[Any] = [HumanMessage("q", id="h3"), AIMessage("a", id="a3")]
+    assert open_turn({"messages": messages, "tool_state": tool_state}) == {}
+    wiped = [HumanMessage("q", id="h2"), AIMessage("a", id="a2")]  # trimmed back to turn 2
+    assert open_turn({"messages": wiped, "tool_state": tool_state}) == {}
+    messages.append(HumanMessage("next", id="h4"))
+    tick = open_turn({"messages": messages, "tool_state": tool_state})["tool_state"][CLOCK_KEY]
+    assert tick == {"turn": 4, "open": True, "message": message_mark("h4")}
+    assert len(tick["message"]) == 12 and message_mark("h4") != message_mark("h5")
+
+
 def test_a_model_node_ticks_and_closes_the_turn_itself() -> None:
     """ticks_around: what build_agent's model node writes instead of two clock nodes."""
     from langchain_core.messages import AIMessage
 
+    from mcp_state_versions.clock import message_mark as mark
     from mcp_state_versions.clock import ticks_around
 
     state: dict[str, Any] = {"messages": [HumanMessage("hi", id="h1")], "tool_state": {}}
@@ -309,7 +329,7 @@ def test_a_model_node_ticks_and_closes_the_turn_itself() -> None:
     assert update["tool_state"][CLOCK_KEY] == {
         "turn": 1,
         "open": True,
-        "message": "h1",
+        "message": mark("h1"),
         "ring_size": 0,
         "ring_bytes": 1,
         "budget": 9,
@@ -320,12 +340,12 @@ def test_a_model_node_ticks_and_closes_the_turn_itself() -> None:
     assert ticks_around(state, final)["tool_state"][CLOCK_KEY] == {
         "turn": 1,
         "open": False,
-        "seen": "a2",
+        "seen": mark("a2"),
     }
     # a new user message answered without tools: opened and closed in one write
     state["messages"] += [final, HumanMessage("again", id="h2")]
     tick = ticks_around(state, AIMessage("sure", id="a3"))["tool_state"][CLOCK_KEY]
-    assert tick == {"turn": 2, "open": False, "message": "h2", "seen": "a3"}
+    assert tick == {"turn": 2, "open": False, "message": mark("h2"), "seen": mark("a3")}
     # inside a subgraph the turn is the root graph's to close
     inner = {"configurable": {"checkpoint_ns": "outer:1|agent:2"}}
     assert ticks_around(state, AIMessage("x", id="a4"), inner)["tool_state"][CLOCK_KEY]["open"]

@@ -53,7 +53,9 @@ async def damage(saver: Any, kind: str, thread_id: str, checkpoint_id: str, how:
     await backend.write_snapshot(thread_id, "", checkpoint_id, value)
     if how != "bytes":
         return
-    garbage = os.urandom(48)
+    # Random bytes behind 0xc1, which msgpack never uses: random bytes alone sometimes begin
+    # with a whole value (0x80 is an empty map, and the rest is ignored), which is not damage.
+    garbage = b"\xc1" + os.urandom(47)
     if kind == "memory":
         found = next(key for key in saver.blobs if key[0] == thread_id and key[2] == TOOL_STATE)
         version = backend._version(thread_id, "", checkpoint_id)[1]  # type: ignore[attr-defined]

@@ -289,17 +289,48 @@ async def test_the_walk_rebuilds_from_its_lineage_what_the_backend_rebuilds(
             assert await chain.tool_state(index) == expected[index], index
 
 
+async def test_a_write_stores_only_what_the_reducer_does_not_already_know(
+    thread_id: str,
+) -> None:
+    """A key's first write names its tool; a rewrite of it stores the value alone (the entry
+    names the tool, the clock places it), and the clock stores message marks, not ids. What
+    each turn ended with, tool included, reads back as written."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from mcp_state_versions.clock import CLOCK_KEY
+
+    saver = InMemorySaver()
+    agent = agent_on(saver)
+    for text in ["find Copenhagen", "find Aarhus"]:
+        await run_turn(agent, thread_id, text)
+    stored = [
+        saver.serde.loads_typed(write[2])
+        for (thread, _, _), writes in sorted(saver.writes.items(), key=lambda item: item[0][2])
+        if thread == thread_id
+        for write in writes.values()
+        if write[1] == "tool_state"
+    ]
+    bboxes = [write[BBOX] for write in stored if BBOX in write]
+    assert bboxes == [{"value": CPH, "tool": "get_aoi"}, {"value": AAR}]
+    clock = [write[CLOCK_KEY] for write in stored if CLOCK_KEY in write]
+    assert [len(tick.get("message") or tick["seen"]) for tick in clock] == [12] * len(clock)
+    state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+    assert state["tool_state"][BBOX]["tool"] == "get_aoi"
+    assert [plain(a) for a in await answers(agent, thread_id, CheckpointHistory(saver))] == [
+        ("Found", CPH),
+        ("Found", AAR),
+    ]
+
+
 def test_a_snapshot_is_due_by_the_bytes_or_the_writes_since_the_seed() -> None:
     """ToolStateChannel's cadence: due (1) once the writes since its seed reach SNAPSHOT_RATIO
-    times the state's size or MAX_REPLAY_WRITES key writes, then counted from there again;
-    otherwise the cap it was given."""
+    times the state's size or its cap (snapshot_frequency) in key writes, then counted from
+    there again; otherwise the cap it was given."""
     import typing
 
-    from mcp_state_versions.storage import (
-        MAX_REPLAY_WRITES,
-        SNAPSHOT_RATIO,
-        tool_state_channel,
-    )
+    import ormsgpack
+
+    from mcp_state_versions.storage import SNAPSHOT_RATIO, tool_state_channel
 
     narrow = make_merge_tool_state(ring_size=0)  # the size is the current values alone
     spec = typing.get_args(tool_state_channel(narrow, 777))[1]
@@ -315,21 +346,50 @@ def test_a_snapshot_is_due_by_the_bytes_or_the_writes_since_the_seed() -> None:
             break
         assert writes < 10
     record, base = state["__clock__"], seed["__clock__"]
-    size = record["bytes"] + 160 * len(state)
+    size = len(ormsgpack.packb(state))  # what the snapshot stores, as measured when nearly due
     since = record["written"] - base["written"]
-    last = 10_001 + len(str(writes - 1)) + 48  # the last write's bytes, as the reducer counts
+    last = 10_001 + len(str(writes - 1)) + len("t/a/b") + 10  # as the reducer counts a write
     assert since - last < SNAPSHOT_RATIO * size <= since  # due at the first write past it
     assert channel.snapshot_frequency == 777  # and counted from there again
     # a large state written to a bit at a time: the writes' count, not their bytes, calls it
     state = narrow({}, {"t/a/big": {"value": "x" * 1_000_000}})
     small = spec.from_checkpoint(snapshot(state))
-    for n in range(MAX_REPLAY_WRITES - 1):
+    for n in range(777 - 1):
         state = narrow(state, {"t/a/b": {"value": n % 2}})
     small.value = state
     assert small.snapshot_frequency == 777  # one short of a replay's worth of writes
     small.value = narrow(state, {"t/a/b": {"value": 7}})
-    assert small.snapshot_frequency == 1  # a thousand tiny writes: a replay's worth
+    assert small.snapshot_frequency == 1  # the cap's worth of tiny writes: a replay's worth
     assert small.copy().snapshot_frequency == 777  # the copy carries the new base
+
+
+def test_the_cadence_counts_what_a_snapshot_really_stores_rings_included() -> None:
+    """Small values rewritten every turn fill their rings, so a snapshot stores more than the
+    per-entry estimate says; the cadence measures it before calling a snapshot due, and the
+    writes since the seed then reach SNAPSHOT_RATIO times what the snapshot really stores."""
+    import typing
+
+    import ormsgpack
+
+    from mcp_state_versions.storage import _ENTRY_BYTES, SNAPSHOT_RATIO, tool_state_channel
+
+    wide = make_merge_tool_state(ring_size=8)
+    spec = typing.get_args(tool_state_channel(wide, 10**6))[1]
+    state = wide({}, {f"t/a/k{i}": {"value": "v" * 198, "turn": 1} for i in range(5)})
+    channel = spec.from_checkpoint(snapshot(state))
+    base = state["__clock__"]["written"]
+    for turn in range(2, 500):
+        update = {f"t/a/k{i}": {"value": f"{turn:04}" + "w" * 194, "turn": turn} for i in (0, 1)}
+        state = wide(state, update)
+        channel.value = state
+        if channel.snapshot_frequency == 1:
+            break
+    else:
+        raise AssertionError("no snapshot came due")
+    real = len(ormsgpack.packb(state))
+    estimate = state["__clock__"]["bytes"] + _ENTRY_BYTES * len(state)
+    assert estimate < real  # the estimate alone would have called it early
+    assert state["__clock__"]["written"] - base >= SNAPSHOT_RATIO * real * 0.95
 
 
 async def test_a_thread_takes_snapshots_by_what_it_writes(thread_id: str) -> None:
@@ -353,7 +413,7 @@ async def test_a_thread_takes_snapshots_by_what_it_writes(thread_id: str) -> Non
 
 
 def test_a_step_that_publishes_a_catalogue_is_snapshotted_at_once() -> None:
-    """BULK_WRITES key writes in one step, with half a snapshot's bytes, are due at once (so
+    """BULK_WRITES key writes in one step, with a third of a snapshot's bytes, are due at once (so
     they are not replayed at every run start after it); fewer in the step are not."""
     import typing
 
