@@ -39,7 +39,7 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from .clock import clock_of, current_turn, entries_of, state_field, turn_of_tool_state
+from .clock import clock_of, current_turn, state_field, turn_of_tool_state
 from .state import DEFAULT_BUDGET_BYTES, ToolStateError, is_entry
 from .versions import canonical, same_value
 
@@ -115,9 +115,13 @@ def holds_fields(value: Any) -> bool:
 def state_key(toolset: str, tool: str, field: str) -> str:
     """The key ``<toolset>/<tool>/<field>``; each part must be non-empty and free of ``/``."""
     for label, part in (("toolset", toolset), ("tool", tool), ("field", field)):
-        if not is_key_part(part):
-            raise ValueError(f"{label} must be a non-empty string without '/', got {part!r}")
+        _check_part(label, part)
     return f"{toolset}/{tool}/{field}"
+
+
+def _check_part(label: str, part: Any) -> None:
+    if not is_key_part(part):
+        raise ValueError(f"{label} must be a non-empty string without '/', got {part!r}")
 
 
 def tool_state_writes(
@@ -129,9 +133,12 @@ def tool_state_writes(
     the like become what their JSON would be), so what is stored is what a checkpointer
     reloads. A value with no JSON form raises ``TypeError`` naming its field.
     """
+    _check_part("toolset", toolset)
+    _check_part("tool", tool)
     writes: dict[str, dict[str, Any]] = {}
     for field, value in fields.items():
-        key = state_key(toolset, tool, field)
+        _check_part("field", field)
+        key = f"{toolset}/{tool}/{field}"
         try:
             data = to_jsonable_python(value)
         except PydanticSerializationError as error:
@@ -228,9 +235,8 @@ def publication(
     if withheld:
         parts.append(f"[withheld: {_named(list(withheld))} — secret-named fields are never stored]")
     parts.append(siblings or "")
-    tool_state = state_field(state, "tool_state")
-    clocked = turn_of_tool_state(tool_state) is not None
-    present = entries_of(tool_state)
+    clocked = turn_of_tool_state(state_field(state, "tool_state")) is not None
+    present = _entries(state)
     return Publication(
         writes={
             key: _stored(writes[key], changed[key], present.get(key), clocked) for key in changed
@@ -362,13 +368,20 @@ def _named(keys: Sequence[str]) -> str:
 def _unchanged(writes: Mapping[str, Mapping[str, Any]], state: Any) -> list[str]:
     """The keys whose current value is the one written again (compared without serializing:
     a tool republishing five hundred values should not pay for five hundred serializations)."""
-    present = entries_of(state_field(state, "tool_state"))
+    present = _entries(state)
     unchanged = []
     for key, write in writes.items():
         entry = present.get(key)
         if is_entry(entry) and "value" in entry and same_value(write["value"], entry["value"]):
             unchanged.append(key)
     return unchanged
+
+
+def _entries(state: Any) -> Mapping[str, Any]:
+    """``tool_state`` as it stands, for looking up the keys a publish writes (never the
+    clock's: a published key has three parts), without copying every entry first."""
+    tool_state = state_field(state, "tool_state")
+    return tool_state if isinstance(tool_state, Mapping) else {}
 
 
 def _budget(state: Any) -> int:
@@ -411,7 +424,7 @@ def _require_channel(state: Any) -> None:
 def _described(identities: Mapping[str, tuple[str, int]], state: Any, turn: int) -> str:
     """The keys written (with their values' ``(digest, size)``), saying which replace a value
     that an earlier turn ended with."""
-    present = entries_of(state_field(state, "tool_state"))
+    present = _entries(state)
     replaced: dict[str, int] = {}
     for key, (digest, _) in identities.items():
         entry = present.get(key)

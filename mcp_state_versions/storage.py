@@ -29,7 +29,10 @@ cover, and the README says what an upgrade needs.
 from __future__ import annotations
 
 import copy as _copy
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any
 
@@ -45,6 +48,9 @@ __all__ = [
     "BULK_WRITES",
     "DEFAULT_SNAPSHOT_FREQUENCY",
     "NOTHING_STORED",
+    "REPLAYS",
+    "REPLAY_MEMORY",
+    "REPLAY_MEMORY_BYTES",
     "SNAPSHOT_RATIO",
     "Reducer",
     "ToolStateChannel",
@@ -157,6 +163,93 @@ def _totals(value: Any) -> tuple[int, int] | None:
     return None
 
 
+REPLAY_MEMORY = 16
+"""Chains of stored writes whose last replay this process remembers (:class:`_Replays`)."""
+
+REPLAY_MEMORY_BYTES = 8 * 1024 * 1024
+"""The most value bytes a remembered replay's state may hold (the default budget)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Replay:
+    """One replay: the seed and the stored writes merged into it, and what they made."""
+
+    seed: Any
+    tasks: tuple[str, ...]
+    values: tuple[Any, ...]
+    value: dict[str, Any]
+
+
+class _Replays:
+    """The last replay of each chain of stored writes, in this process.
+
+    Every run starts by rebuilding ``tool_state`` from the nearest snapshot and every write
+    stored since it, and the next run on the thread replays the same writes again, plus the
+    three or so the last run added: between two snapshots a thread's run starts merge the same
+    writes over and over, each time more of them. A replay is a pure function of its seed and
+    its writes (the reducer is deterministic), so a replay whose seed and leading writes are
+    those of one remembered here starts from that one's result and merges only the rest.
+
+    Remembered replays are found by the first write's task id, and used only when the seed and
+    every leading write are equal to the ones remembered (``==``, which costs a fraction of
+    merging them): a task id names the checkpoint it ran from, and savers keep the first writes
+    stored for a task, but a cache that trusted ids alone would be one more place where a
+    reload could differ from what was stored. What a replay returns is a fresh dict, as
+    without this, and the library never changes an entry in place, so a remembered state is
+    never changed by the runs that start from it. Bounded by :data:`REPLAY_MEMORY` chains and
+    :data:`REPLAY_MEMORY_BYTES` a state; nothing is remembered across processes.
+    """
+
+    def __init__(self, size: int = REPLAY_MEMORY) -> None:
+        self.size = size
+        self.served = 0  #: writes answered from memory instead of merged (for tests)
+        self._found: OrderedDict[tuple[Any, str], _Replay] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def start(self, fold: Any, seed: Any, writes: Sequence[Any]) -> tuple[int, Any]:
+        """``(n, state)``: the first ``n`` of ``writes`` merged into ``seed`` make ``state``
+        (``(0, seed)`` when no remembered replay fits)."""
+        with self._lock:
+            found = self._found.get((fold, writes[0][0]))
+        if found is None or len(found.tasks) > len(writes):
+            return 0, seed
+        count = len(found.tasks)
+        if any(write[0] != task for write, task in zip(writes, found.tasks, strict=False)):
+            return 0, seed
+        if found.seed != seed or any(
+            write[2] is not value and write[2] != value
+            for write, value in zip(writes, found.values, strict=False)
+        ):
+            return 0, seed
+        self.served += count
+        return count, found.value
+
+    def remember(self, fold: Any, seed: Any, writes: Sequence[Any], value: dict[str, Any]) -> None:
+        record = value.get(CLOCK_KEY)
+        held = record.get("bytes", 0) if isinstance(record, Mapping) else 0
+        if self.size <= 0 or not isinstance(held, int) or held > REPLAY_MEMORY_BYTES:
+            return
+        replay = _Replay(
+            seed=seed,
+            tasks=tuple(write[0] for write in writes),
+            values=tuple(write[2] for write in writes),
+            value=value,
+        )
+        key = (fold, writes[0][0])
+        with self._lock:
+            self._found[key] = replay
+            self._found.move_to_end(key)
+            while len(self._found) > self.size:
+                self._found.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._found.clear()
+
+
+REPLAYS = _Replays()
+
+
 class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
     """A ``DeltaChannel`` whose snapshot cadence follows what was written, not a step count.
 
@@ -244,16 +337,20 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         return new
 
     def replay_writes(self, writes: Sequence[Any]) -> None:
-        """Stored writes, oldest first, merged as a replay (see :func:`replayed`)."""
+        """Stored writes, oldest first, merged as a replay (see :func:`replayed`), from where
+        this process's last replay of the same writes left off when there is one
+        (:class:`_Replays`)."""
         values = [write[2] for write in writes]
         if not values:
             return
         if any(_get_overwrite(value)[0] for value in values):
             super().replay_writes(writes)  # an Overwrite resets the base: LangGraph's own rules
             return
-        fold = getattr(self.reducer, "replayed", None)
-        base = self.typ() if self.value is MISSING else self.value
-        self.value = (fold or self.reducer)(base, values)
+        fold = getattr(self.reducer, "replayed", None) or self.reducer
+        seed = self.value
+        done, start = REPLAYS.start(fold, seed, writes)
+        self.value = fold(self.typ() if start is MISSING else start, values[done:])
+        REPLAYS.remember(fold, seed, writes, self.value)
 
     def from_checkpoint(self, checkpoint: Any) -> ToolStateChannel:
         new = super().from_checkpoint(checkpoint)

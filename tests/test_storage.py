@@ -430,3 +430,61 @@ def test_a_step_that_publishes_a_catalogue_is_snapshotted_at_once() -> None:
     assert channel.snapshot_frequency == 1
     channel.value = merge_tool_state(channel.value, {"t/a/seed": {"value": "y"}})
     assert channel.snapshot_frequency == 777  # a small step after it is counted from there
+
+
+async def test_a_run_start_resumes_this_process_s_last_replay_and_gives_the_same_state(
+    thread_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run start replays the writes since the last snapshot; the next run's replay starts
+    from where the last one left off (storage.REPLAYS). Every checkpoint of a forked thread,
+    read in a shuffled order with replays remembered, equals the same checkpoint rebuilt with
+    nothing remembered."""
+    import random
+
+    from mcp_state_versions import storage
+    from mcp_state_versions.retention import PruningInMemorySaver
+
+    saver = PruningInMemorySaver()
+    agent = agent_on(saver)
+    storage.REPLAYS.clear()
+    for text in ["find Copenhagen", "find Aarhus", "find Oslo", "hi", "find Aarhus"]:
+        await run_turn(agent, thread_id, text)
+    served = storage.REPLAYS.served
+    await run_turn(agent, thread_id, "find Copenhagen")
+    assert storage.REPLAYS.served > served  # the run start merged only what the last run added
+    await fork_at(agent, thread_id, 2, "find Oslo")
+    await run_turn(agent, thread_id, "find Copenhagen")
+    configs = [snapshot.config for snapshot in await _checkpoints(agent, thread_id)]
+    random.Random(7).shuffle(configs)
+    remembered = [(await agent.aget_state(config)).values.get("tool_state") for config in configs]
+    monkeypatch.setattr(storage.REPLAYS, "size", 0)
+    storage.REPLAYS.clear()
+    served = storage.REPLAYS.served
+    replayed = [(await agent.aget_state(config)).values.get("tool_state") for config in configs]
+    assert storage.REPLAYS.served == served  # nothing remembered: every write merged again
+    assert remembered == replayed
+    assert len({str(state) for state in replayed}) > 5  # the checkpoints differ
+
+
+def test_a_remembered_replay_is_used_only_for_the_same_seed_and_writes() -> None:
+    """A remembered replay serves a later one only when that one's seed and leading writes are
+    equal to those remembered; it is bounded by its size."""
+    from mcp_state_versions.storage import _Replays
+
+    fold = batched(merge_tool_state)
+    replays = _Replays(size=2)
+    writes = [("t1", "tool_state", {"a/b/c": {"value": n}}) for n in range(3)]
+    seed = merge_tool_state({}, {"a/b/c": {"value": 0}})
+    value = fold(seed, [write[2] for write in writes])
+    replays.remember(fold, seed, writes, value)
+    later = [*writes, ("t2", "tool_state", {"a/b/c": {"value": 9}})]
+    assert replays.start(fold, seed, later) == (3, value)
+    assert replays.start(fold, {**seed}, later) == (3, value)  # equal, not the same object
+    other = merge_tool_state({}, {"a/b/c": {"value": 1}})
+    assert replays.start(fold, other, later) == (0, other)  # another seed
+    changed = [writes[0], ("t1", "tool_state", {"a/b/c": {"value": 5}}), *later[2:]]
+    assert replays.start(fold, seed, changed) == (0, seed)  # a leading write differs
+    assert replays.start(fold, seed, writes[:2]) == (0, seed)  # fewer writes than remembered
+    for task in ("t3", "t4", "t5"):
+        replays.remember(fold, seed, [(task, "tool_state", {})], seed)
+    assert replays.start(fold, seed, later) == (0, seed)  # forgotten: two chains are kept
