@@ -199,8 +199,11 @@ class _Chain:
     async def _from_seed(self, index: int) -> Any:
         """``tool_state`` at ``index`` rebuilt from the lineage already read: the nearest link
         from it on that can store a whole value (no delta counter), that value, and the writes
-        after it, in two reads. ``_NONE`` where the lineage carries no counters, or the chain
-        holds no value where it should (the backend's own rebuild answers then)."""
+        after it, in two reads. A chain that reaches the thread's first checkpoint without one
+        (no snapshot taken yet) starts from nothing: the first checkpoint holds no value, and
+        every write made since is stored on the chain, read in one. ``_NONE`` where the
+        lineage carries no counters, or the chain holds no value where it should (the backend's
+        own rebuild answers then)."""
         links = self.links
         if len(links[index]) <= COUNTER:  # rows without counters (a backend that reads none)
             return _NONE
@@ -216,6 +219,14 @@ class _Chain:
             if seed == index:
                 return None if stored is None else base
             return await self._carried(base, index, seed)
+        if links[-1][PARENT] is None and self._holds_no_value(len(links) - 1):
+            # The thread's first checkpoint: nothing before it, so nothing in it but the
+            # writes stored at it (which apply after it). No write on the way: never written.
+            oldest = len(links) - 1
+            if index == oldest:
+                return None
+            carried = await self._carried({}, index, oldest)
+            return carried or None
         return _NONE
 
     async def position(self, index: int, *, trust_stamps: bool = True) -> int:

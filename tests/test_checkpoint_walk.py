@@ -365,3 +365,26 @@ async def test_a_run_whose_checkpoint_is_not_stored_yet_waits_for_it(
     snapshot = await history.tool_state_at(thread_id, 1)
     assert snapshot.tool_state is not None and snapshot.tool_state[BBOX]["value"] == CPH
     assert asyncio.get_running_loop().time() - started < 3
+
+
+async def test_a_thread_without_a_snapshot_is_rebuilt_from_its_first_checkpoint(
+    saver: Any, thread_id: str, monkeypatch: Any
+) -> None:
+    """Before its first snapshot a thread's chain holds no value anywhere: the walk starts from
+    the thread's first checkpoint (which holds nothing) and the writes stored since, read in
+    one, and never falls back to the saver's own delta history. Every turn, and a checkpoint
+    before anything was written, read as they ended."""
+    agent = agent_on(saver, ring_size=0)
+    for text in ["find Copenhagen", "what country?", "find Aarhus"]:
+        await run_turn(agent, thread_id, text)
+    history = CheckpointHistory(saver)
+
+    async def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the saver's delta history was read")
+
+    monkeypatch.setattr(type(history.backend), "rebuild", refused)
+    got = await answers(agent, thread_id, history)
+    assert [plain(a) for a in got] == [("Found", CPH), ("Found", CPH), ("Found", AAR)]
+    chain = await history._chain(thread_id)
+    assert await chain.tool_state(len(chain.links) - 1) is None  # the first: never written
+    assert await chain.tool_state(len(chain.links) - 2) is None  # nothing written yet
