@@ -237,7 +237,11 @@ class _Replays:
         )
         key = (fold, writes[0][0])
         with self._lock:
-            self._found[key] = replay
+            kept = self._found.get(key)
+            if kept is None or kept.tasks[: len(replay.tasks)] != replay.tasks:
+                # A replay of writes the remembered one goes on from (an older checkpoint
+                # of the same chain, as a history walk reads them) would only shorten it.
+                self._found[key] = replay
             self._found.move_to_end(key)
             while len(self._found) > self.size:
                 self._found.popitem(last=False)

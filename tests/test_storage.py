@@ -485,6 +485,8 @@ def test_a_remembered_replay_is_used_only_for_the_same_seed_and_writes() -> None
     changed = [writes[0], ("t1", "tool_state", {"a/b/c": {"value": 5}}), *later[2:]]
     assert replays.start(fold, seed, changed) == (0, seed)  # a leading write differs
     assert replays.start(fold, seed, writes[:2]) == (0, seed)  # fewer writes than remembered
+    replays.remember(fold, seed, writes[:2], fold(seed, [write[2] for write in writes[:2]]))
+    assert replays.start(fold, seed, later) == (3, value)  # a shorter one does not replace it
     for task in ("t3", "t4", "t5"):
         replays.remember(fold, seed, [(task, "tool_state", {})], seed)
     assert replays.start(fold, seed, later) == (0, seed)  # forgotten: two chains are kept
