@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,7 @@ from langgraph.types import Command
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .clock import clock_of, current_turn, state_field, turn_of_tool_state
-from .state import DEFAULT_BUDGET_BYTES, ToolStateError, is_entry
+from .state import DEFAULT_BUDGET_BYTES, ToolStateError, is_entry, vouch
 from .versions import canonical, same_value
 
 __all__ = [
@@ -194,10 +195,15 @@ class Publication:
     writes: dict[str, dict[str, Any]]
     #: The tool's reply (see :func:`breadcrumb`).
     text: str
+    #: Each changed value's ``(digest, size)``, as computed for the breadcrumb.
+    identities: Mapping[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
 
     def update(self, message: ToolMessage) -> dict[str, Any]:
         """The graph update that publishes: the changed writes, if any, and ``message``, which
         records the keys it wrote (see :func:`noted_messages`)."""
+        for key, write in self.writes.items():
+            if key in self.identities:  # so the merge need not serialize the value again
+                vouch(write, self.identities[key])
         if self.writes:
             written = {PUBLISHED: {"keys": list(self.writes)}}
             message = message.model_copy(update={"artifact": written})
@@ -242,6 +248,7 @@ def publication(
             key: _stored(writes[key], changed[key], present.get(key), clocked) for key in changed
         },
         text=" ".join(part for part in parts if part),
+        identities=changed,
     )
 
 

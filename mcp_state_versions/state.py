@@ -22,6 +22,7 @@ model.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+import threading
 from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, NotRequired, TypedDict
@@ -257,7 +258,12 @@ def make_merge_tool_state(
             if whole and is_entry(raw):
                 entry = _whole_entry(key, raw, previous)
             else:
-                write = _replayed_write(key, raw) if replayed else _validate_write(key, raw)
+                vouched = None if replayed else _take_vouched(raw)
+                write = (
+                    _replayed_write(key, raw)
+                    if replayed or vouched is not None
+                    else _validate_write(key, raw)
+                )
                 books["seq"] += 1
                 turn = _placement(books, write.turn)
                 if books.get("turn") is not None and not books["open"]:
@@ -276,7 +282,11 @@ def make_merge_tool_state(
                     policy=policy,
                     # an entry arriving alone is a write of its value only: its digest is not
                     # the writer's claim, it is computed again
-                    identity=None if is_entry(raw) else _identity(key, write, checked=not replayed),
+                    identity=(
+                        None
+                        if is_entry(raw)
+                        else vouched or _identity(key, write, checked=not replayed)
+                    ),
                 )
                 entry.pop("evicted", None)  # a fresh dict: it holds a value again
                 entry.pop("displaced", None)
@@ -537,6 +547,61 @@ def _adopt(value: Any, turn: int) -> StateEntry:
     entry = advance(None, value=value, tool=None, seq=0, turn=turn, policy=RingPolicy(ring_size=0))
     entry["adopted"] = turn
     return entry
+
+
+class _Vouched:
+    """Writes :func:`~mcp_state_versions.publish.publish` built in this process, each with the
+    identity it computed from the very value it stores.
+
+    Why: publishing serializes each changed value once, for its ``(digest, size)``, and the
+    live merge that follows would otherwise validate and serialize it again to check the claim
+    (for a 200 KB value, 0.6 ms each time). A write is vouched for by the object itself, not by
+    anything it says: publish builds the write and its value (``to_jsonable_python`` copies
+    what the tool returned), so nothing else holds them, and the merge looks it up by identity
+    (``is``). A write found here is merged exactly as its check would have merged it; any other
+    write, including one read back from storage or sent by another process, is validated and
+    checked as before. Entries are taken by the merge; those never merged (a step that failed)
+    give way, oldest first, past :attr:`LIMIT` bytes of values.
+    """
+
+    LIMIT = 32 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self._writes: dict[int, tuple[Mapping[str, Any], tuple[str, int]]] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def vouch(self, write: Mapping[str, Any], identity: tuple[str, int]) -> None:
+        with self._lock:
+            if id(write) in self._writes:
+                self._bytes -= self._writes[id(write)][1][1]
+            self._writes[id(write)] = (write, identity)
+            self._bytes += identity[1]
+            while self._bytes > self.LIMIT and self._writes:
+                oldest = next(iter(self._writes))  # dicts keep insertion order
+                self._bytes -= self._writes.pop(oldest)[1][1]
+
+    def take(self, write: Any) -> tuple[str, int] | None:
+        with self._lock:
+            found = self._writes.get(id(write))
+            if found is None or found[0] is not write:
+                return None
+            del self._writes[id(write)]
+            self._bytes -= found[1][1]
+            return found[1]
+
+
+_VOUCHED = _Vouched()
+
+
+def vouch(write: Mapping[str, Any], identity: tuple[str, int]) -> None:
+    """Record that this process built ``write`` and computed its value's ``identity``
+    (see :class:`_Vouched`); only :func:`~mcp_state_versions.publish.publication` calls it."""
+    _VOUCHED.vouch(write, identity)
+
+
+def _take_vouched(raw: Any) -> tuple[str, int] | None:
+    return _VOUCHED.take(raw)
 
 
 def _identity(key: str, write: _Write | _StoredWrite, *, checked: bool) -> tuple[str, int]:

@@ -285,3 +285,45 @@ async def test_a_secrets_bytes_appear_nowhere_in_storage(
                             (thread, secret),
                         )
                         assert (await cursor.fetchone())["n"] == 0, table
+
+
+def test_a_published_write_is_merged_without_serializing_its_value_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import mcp_state_versions.state as state_module
+    from mcp_state_versions.state import ToolStateError
+    from mcp_state_versions.versions import canonical
+
+    state: dict[str, Any] = {"messages": [HumanMessage("a")], "tool_state": {}}
+    big = "x" * 5000
+    writes = publish(runtime_for(state), "t", "tool", {"big": big, "small": [1, 2]}).update[
+        "tool_state"
+    ]
+    serialized: list[Any] = []
+    monkeypatch.setattr(
+        state_module, "canonical", lambda value: serialized.append(value) or canonical(value)
+    )
+    merged = merge_tool_state({}, writes)
+    assert serialized == []  # publish computed both identities; the merge took them
+    for key, value in (("t/tool/big", big), ("t/tool/small", [1, 2])):
+        assert (merged[key]["digest"], merged[key]["size"]) == canonical(value)
+    # An equal write that publish did not build is checked as before: a wrong claim is refused,
+    # and a right one costs a serialization.
+    forged = {"t/tool/big": {**writes["t/tool/big"], "value": "y" * 5000}}
+    with pytest.raises(ToolStateError, match="does not match its value"):
+        merge_tool_state({}, forged)
+    merge_tool_state({}, {"t/tool/big": dict(writes["t/tool/big"])})
+    assert serialized == ["y" * 5000, big]
+
+
+def test_vouched_writes_never_merged_give_way_past_the_limit() -> None:
+    from mcp_state_versions.state import _Vouched
+
+    vouched = _Vouched()
+    vouched.LIMIT = 10
+    first, second, third = ({"value": n} for n in range(3))
+    for write in (first, second, third):
+        vouched.vouch(write, ("d", 4))
+    assert vouched.take(first) is None  # the oldest gave way: 12 bytes were over the limit
+    assert vouched.take(second) == ("d", 4) and vouched.take(third) == ("d", 4)
+    assert vouched.take(second) is None  # taken once
