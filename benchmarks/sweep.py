@@ -29,7 +29,7 @@ from mcp_state_versions.checkpoint_walk import CheckpointHistory
 from mcp_state_versions.retention import PruningSqliteSaver, open_postgres_saver
 from mcp_state_versions.sweep import sweep
 
-from .common import KEY, PG_DSN, RESULTS, agent, expected, grow, progress
+from .common import KEY, PG_DSN, RESULTS, agent, analyzed, expected, grow, progress
 
 TURNS = 6
 KEEP_TURNS = 2
@@ -105,6 +105,7 @@ async def measure_one(backend: str, threads: int, workdir: Path) -> dict[str, An
         progress(f"{backend}: copying them into {threads:,} threads")
         await copy("template-idle", [f"idle-{n:05d}" for n in range(half)])
         await copy("template-live", [f"live-{n:05d}" for n in range(threads - half)])
+        await analyzed(saver)
         policy = {"keep_turns": KEEP_TURNS, "idle_for": IDLE_FOR, "now": lambda: moment}
         progress(f"{backend}: dry run, timed")
         started = time.perf_counter()

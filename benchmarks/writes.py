@@ -47,7 +47,7 @@ from mcp_state_versions.backends.sqlite import _unpack
 from mcp_state_versions.scripted import ScriptedChatModel, call
 from mcp_state_versions.storage import _ENTRY_BYTES, DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_RATIO
 
-from .common import opened, progress
+from .common import analyzed, opened, progress
 
 CELLS = [(5, 200), (5, 10_000), (5, 200_000), (50, 200), (50, 10_000), (50, 200_000)]
 CELLS += [(500, 200), (500, 10_000)]
@@ -204,6 +204,7 @@ async def measure_cell(
 
         for name in agents:
             await turn(name, 1)
+        await analyzed(saver)
         before = {name: await tool_state_bytes(saver, threads[name]) for name in agents}
         books_before = _totals((await library.aget_state(config)).values["tool_state"])
         times: dict[str, list[float]] = {name: [] for name in agents}
