@@ -26,8 +26,9 @@ from uuid import uuid4
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -154,8 +155,10 @@ def build_agent(
         return replied(state, reply, config)
 
     graph = StateGraph(make_session_state(reducer, snapshot_frequency=snapshot_frequency))
-    # Both forms, so the agent runs under invoke() as well as ainvoke()/astream().
-    graph.add_node("agent", RunnableLambda(call_model, afunc=acall_model, name="agent"))
+    # Both forms, so the agent runs under invoke() as well as ainvoke()/astream(); LangGraph's
+    # own node runnable (as create_agent's model node), which reads the functions' signatures
+    # once, where a RunnableLambda reads them again on every call.
+    graph.add_node("agent", RunnableCallable(call_model, acall_model, name="agent"))
     # @state: arguments are resolved before each tool runs; its result is then captured.
     captured = Capture(
         capture, toolset=toolset, inline_limit=inline_limit, secret_names=secret_names
