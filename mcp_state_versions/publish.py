@@ -29,9 +29,9 @@ decides which value the keys keep.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 

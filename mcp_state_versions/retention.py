@@ -149,9 +149,11 @@ query."""
 async def open_postgres_saver(dsn: str, *, max_size: int = 4) -> AsyncIterator[Any]:
     """An ``AsyncPostgresSaver`` on a connection pool to ``dsn``, set up (extra ``postgres``).
 
-    The pool's connections use the settings the saver requires: autocommit (its ``setup``
-    creates indexes concurrently, which cannot run in a transaction), no prepared statements,
-    and dict rows.
+    The pool's connections use the settings the saver's documentation gives: autocommit (its
+    ``setup`` creates indexes concurrently, which cannot run in a transaction), statements
+    prepared at their first execution (``prepare_threshold=0``; the library's lookups by a
+    list of checkpoints opt out, see :mod:`mcp_state_versions.backends.postgres`), and dict
+    rows.
     """
     try:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -172,6 +174,7 @@ async def open_postgres_saver(dsn: str, *, max_size: int = 4) -> AsyncIterator[A
     # kept the pool away for 9 s more).
     pool = AsyncConnectionPool(
         dsn,
+        min_size=min(4, max_size),  # the pool's default, or fewer for a smaller pool
         max_size=max_size,
         kwargs=kwargs,
         open=False,

@@ -21,8 +21,8 @@ model.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, NotRequired, TypedDict

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -388,3 +389,40 @@ async def test_a_thread_without_a_snapshot_is_rebuilt_from_its_first_checkpoint(
     chain = await history._chain(thread_id)
     assert await chain.tool_state(len(chain.links) - 1) is None  # the first: never written
     assert await chain.tool_state(len(chain.links) - 2) is None  # nothing written yet
+
+
+@pytest.mark.postgres
+async def test_postgres_looks_up_writes_planned_for_the_checkpoints_asked(thread_id: str) -> None:
+    """A prepared statement is soon planned for any parameters, and for "these checkpoints of
+    this thread" that plan scans all of the thread's writes. The walk's lookups of writes (and
+    a prune's deletes) are planned for the ids they are given, so they are never prepared; the
+    lineage query, which has no list, may be. One connection, so its prepared statements are
+    all of the library's."""
+    from mcp_state_versions.retention import open_postgres_saver
+
+    from .conftest import PG_DSN, _check_postgres
+
+    await _check_postgres()
+    async with open_postgres_saver(PG_DSN, max_size=1) as saver:
+        agent = agent_on(saver, ring_size=0)
+        for text in ["find Copenhagen", "what country?", "find Aarhus", "find Oslo"]:
+            await run_turn(agent, thread_id, text)
+        history = CheckpointHistory(saver)
+        for _ in range(6):  # past PostgreSQL's five custom plans before a generic one
+            got = await answers(agent, thread_id, history)
+        assert plain(got[0]) == ("Found", CPH)
+        await prune_thread(saver, thread_id, keep_turns=2)
+        async with saver._cursor() as cursor:
+            await cursor.execute("SELECT statement FROM pg_prepared_statements", prepare=False)
+            prepared = [row["statement"] for row in await cursor.fetchall()]
+
+    def as_prepared(sql: str) -> str:  # psycopg's %s placeholders, as the server keeps them
+        parts = sql.split("%s")
+        marks = [f"${n}" for n in range(1, len(parts))] + [""]
+        return "".join(part + mark for part, mark in zip(parts, marks, strict=True))
+
+    from mcp_state_versions.backends.postgres import _DELETES, _WRITES_SQL, _lineage_sql
+
+    assert as_prepared(_lineage_sql()) in prepared  # statements are prepared on this connection
+    for planned_each_time in (_WRITES_SQL, *_DELETES):
+        assert as_prepared(planned_each_time) not in prepared

@@ -117,15 +117,17 @@ class PostgresBackend(SqlBackend):
         async with self.saver._cursor() as cursor:
             yield cursor
 
-    async def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    async def _rows(
+        self, sql: str, params: Sequence[Any], *, prepare: bool | None = None
+    ) -> list[tuple[Any, ...]]:
         from psycopg.rows import tuple_row
 
         async with self._cursor() as cursor:
             cursor.row_factory = tuple_row
             if self.native_sync:
-                cursor.execute(sql, tuple(params))
+                cursor.execute(sql, tuple(params), prepare=prepare)
                 return list(cursor.fetchall())
-            await cursor.execute(sql, tuple(params))
+            await cursor.execute(sql, tuple(params), prepare=prepare)
             return list(await cursor.fetchall())
 
     async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
@@ -157,7 +159,14 @@ class PostgresBackend(SqlBackend):
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
     ) -> list[Any]:
         params = (thread_id, namespace, TOOL_STATE, list(checkpoint_ids))
-        rows = in_applied_order(await self._rows(_WRITES_SQL, params), checkpoint_ids)
+        # Never a prepared statement: once a statement is prepared, PostgreSQL soon plans it
+        # for any parameters, estimates one thread's rows as a handful, and leaves the
+        # checkpoint ids out of the index lookup, scanning all of the thread's writes for the
+        # few asked (6 ms instead of 0.2 at 1,000 turns). Planned for the ids given, the
+        # lookup is by the whole key.
+        rows = in_applied_order(
+            await self._rows(_WRITES_SQL, params, prepare=False), checkpoint_ids
+        )
         return [self.saver.serde.loads_typed((r[4], r[5])) for r in rows]
 
     async def write_snapshot(
@@ -208,12 +217,14 @@ class PostgresBackend(SqlBackend):
             "SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) "
             f"FROM checkpoints WHERE thread_id = %s{ns}{chosen}",
             params,
+            prepare=False,  # planned for these ids (see writes_at)
         )
         total = int(rows[0][0])
         rows = await self._rows(
             "SELECT COALESCE(SUM(length(blob)), 0) FROM checkpoint_writes "
             f"WHERE thread_id = %s{ns}{chosen}",
             params,
+            prepare=False,
         )
         total += int(rows[0][0])
         if checkpoint_ids is None:
@@ -223,7 +234,9 @@ class PostgresBackend(SqlBackend):
             rows = await self._rows(blobs + ns, params)
         else:
             ids = list(checkpoint_ids)
-            rows = await self._rows(_EXCLUSIVE_BLOBS_SQL, [thread_id, namespace or "", ids, ids])
+            rows = await self._rows(
+                _EXCLUSIVE_BLOBS_SQL, [thread_id, namespace or "", ids, ids], prepare=False
+            )
         return total + int(rows[0][0])
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
@@ -231,16 +244,20 @@ class PostgresBackend(SqlBackend):
             return
         ids = list(checkpoint_ids)
         async with self._cursor() as cursor:
-            for sql in _DELETES:
-                await _run(cursor, sql, (thread_id, namespace, ids), self.native_sync)
+            for sql in _DELETES:  # planned for these ids (see writes_at)
+                await _run(
+                    cursor, sql, (thread_id, namespace, ids), self.native_sync, prepare=False
+                )
             await _run(cursor, _DELETE_UNUSED_BLOBS, (thread_id, namespace), self.native_sync)
 
 
-async def _run(cursor: Any, sql: str, params: Sequence[Any], native_sync: bool) -> None:
+async def _run(
+    cursor: Any, sql: str, params: Sequence[Any], native_sync: bool, *, prepare: bool | None = None
+) -> None:
     if native_sync:
-        cursor.execute(sql, tuple(params))
+        cursor.execute(sql, tuple(params), prepare=prepare)
     else:
-        await cursor.execute(sql, tuple(params))
+        await cursor.execute(sql, tuple(params), prepare=prepare)
 
 
 def postgres_backend(saver: Any, *, sync: bool) -> PostgresBackend | None:
