@@ -596,7 +596,8 @@ _VOUCHED = _Vouched()
 
 def vouch(write: Mapping[str, Any], identity: tuple[str, int]) -> None:
     """Record that this process built ``write`` and computed its value's ``identity``
-    (see :class:`_Vouched`); only :func:`~mcp_state_versions.publish.publication` calls it."""
+    (see :class:`_Vouched`); only :meth:`~mcp_state_versions.publish.Publication.update`
+    calls it, as it hands the writes to the graph."""
     _VOUCHED.vouch(write, identity)
 
 
