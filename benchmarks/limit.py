@@ -86,7 +86,7 @@ async def _postgres(saver: Any, thread_id: str, turn: int) -> Any:
             "WHERE thread_id = %s AND checkpoint_ns = '' AND channel = 'tool_state' "
             "AND checkpoint_id = ANY(%s)",
             (thread_id, chain[1:]),
-            prepare=False,  # planned for these ids: see PostgresBackend.writes_at
+            prepare=False,  # planned for these ids, as the library's own (backends.postgres._run)
         )
         rows = await cursor.fetchall()
     position = {checkpoint_id: i for i, checkpoint_id in enumerate(chain)}

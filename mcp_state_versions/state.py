@@ -258,7 +258,7 @@ def make_merge_tool_state(
             if whole and is_entry(raw):
                 entry = _whole_entry(key, raw, previous)
             else:
-                vouched = None if replayed else _take_vouched(raw)
+                vouched = None if replayed else _VOUCHED.take(raw)
                 write = (
                     _replayed_write(key, raw)
                     if replayed or vouched is not None
@@ -599,10 +599,6 @@ def vouch(write: Mapping[str, Any], identity: tuple[str, int]) -> None:
     (see :class:`_Vouched`); only :meth:`~mcp_state_versions.publish.Publication.update`
     calls it, as it hands the writes to the graph."""
     _VOUCHED.vouch(write, identity)
-
-
-def _take_vouched(raw: Any) -> tuple[str, int] | None:
-    return _VOUCHED.take(raw)
 
 
 def _identity(key: str, write: _Write | _StoredWrite, *, checked: bool) -> tuple[str, int]:
