@@ -32,7 +32,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from .backends import ID, PARENT, TOOL_STATE, Backend, backend_for, run_sync
-from .backends.memory import delete_checkpoints
+from .backends.memory import MemoryBackend, delete_checkpoints
 from .backends.sqlite import SqliteBackend
 from .clock import turn_at
 from .storage import NOTHING_STORED
@@ -55,7 +55,35 @@ def _check_strategy(strategy: str) -> None:
 
 
 class PruningInMemorySaver(InMemorySaver):
-    """``InMemorySaver`` with ``aprune``/``prune`` implemented."""
+    """``InMemorySaver`` with ``aprune``/``prune`` implemented, and a delta history of
+    ``tool_state`` that decodes only the checkpoint that may hold its seed.
+
+    LangGraph rebuilds ``tool_state`` at every run start from its delta history; the stock
+    saver decodes each checkpoint back to the last snapshot to find it, which on a thread far
+    past its snapshot cost more than the rest of the library's work in a turn. This one follows
+    the delta counters in the checkpoints' metadata
+    (:meth:`~mcp_state_versions.backends.memory.MemoryBackend.delta_history`).
+    """
+
+    def get_delta_channel_history(
+        self, *, config: Any, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        if TOOL_STATE not in channels:
+            return super().get_delta_channel_history(config=config, channels=channels)
+        rest = [channel for channel in channels if channel != TOOL_STATE]
+        found = dict(super().get_delta_channel_history(config=config, channels=rest))
+        configurable = config["configurable"]
+        found[TOOL_STATE] = MemoryBackend(self).delta_history(
+            str(configurable["thread_id"]),
+            configurable.get("checkpoint_ns", ""),
+            configurable.get("checkpoint_id"),
+        )
+        return found
+
+    async def aget_delta_channel_history(
+        self, *, config: Any, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        return self.get_delta_channel_history(config=config, channels=channels)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         _check_strategy(strategy)

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from langgraph.checkpoint.memory import InMemorySaver
 
 from mcp_state_versions.agent import run_turn
 from mcp_state_versions.backends import backend_for
 from mcp_state_versions.checkpoint_walk import CheckpointHistory
-from mcp_state_versions.retention import PruningSqliteSaver, prune_thread
+from mcp_state_versions.retention import PruningInMemorySaver, PruningSqliteSaver, prune_thread
 from mcp_state_versions.state import make_merge_tool_state, merge_tool_state, reducer_for
 from mcp_state_versions.storage import NOTHING_STORED, batched, replay, snapshot, stored_value
 
@@ -179,17 +180,52 @@ async def test_keep_latest_never_empties_tool_state(
         assert before[BBOX]["value"] == OSL
 
 
-async def test_the_sqlite_delta_history_is_the_savers_own_read_cheaply(
-    tmp_path: Any, thread_id: str
+async def _copied(source: Any, target: Any) -> None:
+    """Every checkpoint of ``source`` put into ``target`` as it was stored, oldest first, with
+    its writes (a thread of the previous release, in a saver that never ran it)."""
+    for found in reversed([t async for t in source.alist(None)]):
+        configurable = found.config["configurable"]
+        parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        config = {"configurable": {**configurable, "checkpoint_id": parent}}
+        versions = found.checkpoint["channel_versions"]
+        saved = await target.aput(config, found.checkpoint, found.metadata, versions)
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in found.pending_writes or []:
+            by_task.setdefault(task_id, []).append((channel, value))
+        for task_id, writes in by_task.items():
+            await target.aput_writes(saved, writes, task_id)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_cheaply(
+    kind: str, tmp_path: Any, thread_id: str
 ) -> None:
-    """What PruningSqliteSaver (and the walk, on any SQLite saver) reads for tool_state's delta
-    history is what the stock saver reads, checkpoint by checkpoint: on a forked thread with
-    snapshots, on a thread of the previous release, and after a prune sealed a checkpoint."""
+    """What PruningInMemorySaver and PruningSqliteSaver (and the walk, on any such saver) read
+    for tool_state's delta history is what the stock saver reads, checkpoint by checkpoint: on
+    a forked thread with snapshots, on threads of the previous release, and after a prune
+    sealed a checkpoint."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     path = tmp_path / "previous.sqlite"
     shutil.copy(FIXTURE, path)
-    async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
+    async with (
+        PruningSqliteSaver.from_conn_string(str(path)) as previous,
+        await open_backend(kind, tmp_path) as saver,
+    ):
+        if kind == "memory":
+            await _copied(previous, saver)
+        else:
+            saver = previous
+
+        async def stock(config: Any) -> Any:
+            if kind == "memory":  # its async read calls the sync one, which is overridden
+                return InMemorySaver.get_delta_channel_history(
+                    saver, config=config, channels=["tool_state"]
+                )
+            return await AsyncSqliteSaver.aget_delta_channel_history(
+                saver, config=config, channels=["tool_state"]
+            )
+
         agent = agent_on(saver, ring_size=1, snapshot_frequency=3)
         for text in ["find Copenhagen", "find Aarhus", "hi", "find Oslo", "find Copenhagen"]:
             await run_turn(agent, thread_id, text)
@@ -197,23 +233,55 @@ async def test_the_sqlite_delta_history_is_the_savers_own_read_cheaply(
         await run_turn(agent, "plain", "find Aarhus")
         await prune_thread(saver, "small-ring", keep_turns=2)
         compared = 0
-        for thread in (thread_id, "plain", "small-ring"):
+        for thread in (thread_id, "plain", "forked", "small-ring"):
             for state in await _checkpoints(agent, thread):
                 config = state.config
                 ours = (
                     await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
                 )["tool_state"]
-                stock = (
-                    await AsyncSqliteSaver.aget_delta_channel_history(
-                        saver, config=config, channels=["tool_state"]
-                    )
-                )["tool_state"]
-                assert [w[2] for w in ours["writes"]] == [w[2] for w in stock["writes"]]
-                assert ("seed" in ours) == ("seed" in stock)
+                theirs = (await stock(config))["tool_state"]
+                assert [w[:2] for w in ours["writes"]] == [w[:2] for w in theirs["writes"]]
+                assert [w[2] for w in ours["writes"]] == [w[2] for w in theirs["writes"]]
+                assert ("seed" in ours) == ("seed" in theirs)
                 if "seed" in ours:
-                    assert stored_value(ours["seed"]) == stored_value(stock["seed"])
+                    assert stored_value(ours["seed"]) == stored_value(theirs["seed"])
                 compared += 1
         assert compared > 60
+        # the thread's newest checkpoint when none is named, as LangGraph's own read
+        newest = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        ours = await saver.aget_delta_channel_history(config=newest, channels=["tool_state"])
+        assert ours == await stock(newest)
+
+
+async def test_a_run_start_in_memory_decodes_the_writes_and_no_checkpoint_but_the_seeds(
+    thread_id: str,
+) -> None:
+    """The stock in-memory read decodes every checkpoint back to the snapshot at every run
+    start; PruningInMemorySaver's reads the checkpoints' delta counters (parsed once per
+    checkpoint) and decodes the writes, the seed's checkpoint and the seed."""
+    saver = PruningInMemorySaver()
+    agent = agent_on(saver, snapshot_frequency=1000)
+    for turn in range(12):
+        await run_turn(agent, thread_id, "find Aarhus" if turn % 2 else "find Oslo")
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    decoded: list[bytes] = []
+    loads = saver.serde.loads_typed
+
+    def counting(data: Any) -> Any:
+        decoded.append(data)
+        return loads(data)
+
+    saver.serde.loads_typed = counting  # type: ignore[method-assign]
+    found = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
+    first, decoded[:] = len(decoded), []
+    again = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
+    assert again == found and len(found["tool_state"]["writes"]) > 12
+    writes = len(found["tool_state"]["writes"])
+    assert writes <= len(decoded) <= writes + 2 < first
+    decoded[:] = []
+    # (the stock async read calls the sync one, which the saver overrides: call that directly)
+    InMemorySaver.get_delta_channel_history(saver, config=config, channels=["tool_state"])
+    assert len(decoded) > writes + 12 * 4  # and every checkpoint on the way
 
 
 def test_a_writers_identity_is_checked_live_and_trusted_in_a_replay() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..state import TURN_METADATA_KEY
-from ..storage import NOTHING_STORED, snapshot
+from ..storage import NOTHING_STORED, replay, snapshot
 from . import TOOL_STATE, Backend, Link, LinkRow, in_applied_order
 
 __all__ = ["MemoryBackend"]
@@ -105,6 +105,11 @@ class MemoryBackend(Backend):
     async def stored_tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str
     ) -> tuple[bool, Any]:
+        return self._stored_tool_state(thread_id, namespace, checkpoint_id)
+
+    def _stored_tool_state(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> tuple[bool, Any]:
         found, version = self._version(thread_id, namespace, checkpoint_id)
         if not found or version is None:
             return found, None
@@ -113,9 +118,71 @@ class MemoryBackend(Backend):
             return True, NOTHING_STORED
         return True, self.saver.serde.loads_typed(blob)
 
+    async def rebuild(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+        history = self.delta_history(thread_id, namespace, checkpoint_id)
+        return replay(history.get("seed"), [write[2] for write in history["writes"]], self.reducer)
+
+    def delta_history(
+        self, thread_id: str, namespace: str, checkpoint_id: str | None
+    ) -> dict[str, Any]:
+        """``tool_state``'s delta history at a checkpoint (the thread's newest when ``None``),
+        in LangGraph's form: the seed, and the writes after it, oldest first.
+
+        The same walk as the saver's own ``get_delta_channel_history``: up the parents from
+        the checkpoint's parent (a checkpoint's own value is what its parent's writes made) to
+        the nearest one whose blob at its ``tool_state`` version holds a value. The stock read
+        decodes every checkpoint on the way to learn its version, at every run start, which on
+        a thread far past its snapshot was most of what a turn cost beyond a plain agent's;
+        here each checkpoint's version is decoded once per saver (:meth:`_tool_state_version`)
+        and the walk is dict lookups. The blob is what decides, not the delta counter in the
+        metadata: blobs are shared by version, so a snapshot a prune writes for one checkpoint
+        (:meth:`write_snapshot`) serves the others at that version too, counters and all.
+        """
+        stored = self._stored(thread_id, namespace)
+        if checkpoint_id is None:
+            checkpoint_id = max(stored, default="")
+        blobs = self.saver.blobs  # type: ignore[attr-defined]
+        saved = stored.get(checkpoint_id)
+        current = saved[2] if saved is not None else None
+        chain: list[str] = []
+        seed: Any = NOTHING_STORED
+        while current is not None and (saved := stored.get(current)) is not None:
+            chain.append(current)
+            version = self._tool_state_version(thread_id, namespace, current, saved)
+            blob = (
+                None if version is None else blobs.get((thread_id, namespace, TOOL_STATE, version))
+            )
+            if blob is not None and blob[0] != "empty":
+                seed = self.saver.serde.loads_typed(blob)
+                break
+            current = saved[2]
+        history: dict[str, Any] = {"writes": self._writes(thread_id, namespace, chain)}
+        if seed is not NOTHING_STORED:
+            history["seed"] = seed
+        return history
+
+    def _tool_state_version(
+        self, thread_id: str, namespace: str, checkpoint_id: str, saved: Any
+    ) -> Any:
+        """The checkpoint's ``tool_state`` version (``None``: never written), decoded once per
+        saver: a checkpoint never changes once saved."""
+        cache = self.saver.__dict__.setdefault("_mcp_state_versions_tool_state_versions", {})
+        key = (thread_id, namespace, checkpoint_id)
+        if key not in cache:
+            versions = self.saver.serde.loads_typed(saved[0]).get("channel_versions") or {}
+            cache[key] = versions.get(TOOL_STATE)
+        return cache[key]
+
     async def writes_at(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
     ) -> list[Any]:
+        return [write[2] for write in self._writes(thread_id, namespace, checkpoint_ids)]
+
+    def _writes(
+        self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
+    ) -> list[tuple[str, str, Any]]:
+        """``tool_state``'s writes stored at ``checkpoint_ids`` (newest first), as LangGraph's
+        ``PendingWrite`` tuples in the order a replay applies them."""
         # saver.writes[(thread, ns, checkpoint)][(task_id, idx)] = (task_id, channel, blob, path)
         rows = [
             (checkpoint_id, write[3], write[0], idx, *write[2])
@@ -126,7 +193,9 @@ class MemoryBackend(Backend):
             if write[1] == TOOL_STATE
         ]
         loads = self.saver.serde.loads_typed
-        return [loads((r[4], r[5])) for r in in_applied_order(rows, checkpoint_ids)]
+        return [
+            (r[2], TOOL_STATE, loads((r[4], r[5]))) for r in in_applied_order(rows, checkpoint_ids)
+        ]
 
     async def write_snapshot(
         self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
