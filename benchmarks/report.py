@@ -26,6 +26,12 @@ def _ratio_cell(r: dict[str, float]) -> str:
     return f"{r['median']:.2f}× ({r['min']:.2f}–{r['max']:.2f})"
 
 
+def _rebuilt(rebuild: dict[str, float] | None) -> str:
+    if not rebuild:
+        return "–"
+    return f"{rebuild['writes']:,}: {rebuild['read_ms']:.1f} + {rebuild['replay_ms']:.1f}"
+
+
 def _cell(cell: str) -> str:
     keys, size = cell.split("x")
     size_ = int(size)
@@ -235,10 +241,15 @@ def table(figures: dict[str, Any]) -> str:
             f"## Writes ({figures['writes_turns']} turns after one publishing every key; two values change a turn)",
             "",
             "tool_state bytes stored per turn ÷ the JSON bytes of the values that changed (the "
-            "library's amortized over its snapshot cadence), and median ms per turn.",
+            "library's over one whole snapshot cycle as its thread took it: its writes and the "
+            "snapshot that ended the cycle, over the turns between its snapshots), median ms per "
+            "turn over the measured turns, and what rebuilding tool_state costs at the run start "
+            "furthest from a snapshot (the one that took the cycle's snapshot; the saver's read "
+            "and the replay of the writes since the last snapshot, in a process that remembers no "
+            "earlier replay).",
             "",
-            "| backend | keys × bytes | library stored ÷ changed | plain agent stored ÷ changed | library ms | plain agent ms | no tool_state ms | time ÷ plain | run-start load, library / plain ms |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| backend | keys × bytes | library stored ÷ changed | turns between snapshots | plain agent stored ÷ changed | library ms | plain agent ms | no tool_state ms | time ÷ plain | run-start load, library / plain ms | furthest run start: writes replayed, read + replay ms |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for backend, cells in writes_.items():
             for cell, row in cells.items():
@@ -246,9 +257,10 @@ def table(figures: dict[str, Any]) -> str:
                 load = row["load_ms"]
                 lines.append(
                     f"| {backend} | {_cell(cell)} | {row['ratio_stored']:.2f}× | "
-                    f"{_x(row['ratio_stored_lww'])} | {ms['library']:.1f} | "
+                    f"{row['turns_between_snapshots']} | {_x(row['ratio_stored_lww'])} | {ms['library']:.1f} | "
                     f"{ms['last-write-wins']:.1f} | {ms['no tool_state']:.1f} | "
-                    f"{row['ratio_time_lww']:.2f}× | {load['library']:.1f} / {load['last-write-wins']:.1f} |"
+                    f"{row['ratio_time_lww']:.2f}× | {load['library']:.1f} / {load['last-write-wins']:.1f} | "
+                    f"{_rebuilt(row.get('rebuild'))} |"
                 )
     large = figures.get("large_value")
     if large:

@@ -14,10 +14,10 @@ republishes the others unchanged. Measured per turn after the first:
 
 * ``tool_state`` bytes stored (the channel's writes and its snapshots, or the dict channel's
   writes and stored values), over the JSON bytes of the two values that changed. The
-  library's figure is amortized over its snapshot cadence, since a short run may take none or
-  one: the bytes its writes took per turn, plus one snapshot's measured size over the turns
-  the cadence puts between two (each of its rules evaluated on the totals measured over the
-  run);
+  library's figure is over one whole snapshot cycle, as its thread took it: everything stored
+  from the end of the first turn (which snapshots what it published) to the end of the turn
+  that took the next snapshot, over those turns. Its thread goes on past the measured turns,
+  untimed, until that snapshot is taken;
 * milliseconds per turn (medians), library and last-write-wins, and their ratio.
 
 Then, on the library's thread: the time to load its state at run start (``aget_state``, which
@@ -45,7 +45,7 @@ from typing_extensions import TypedDict
 from mcp_state_versions import build_agent, publish, run_turn
 from mcp_state_versions.backends.sqlite import _unpack
 from mcp_state_versions.scripted import ScriptedChatModel, call
-from mcp_state_versions.storage import _ENTRY_BYTES, DEFAULT_SNAPSHOT_FREQUENCY, SNAPSHOT_RATIO
+from mcp_state_versions.storage import DEFAULT_SNAPSHOT_FREQUENCY, REPLAYS, replay
 
 from .common import analyzed, opened, progress
 
@@ -166,11 +166,6 @@ async def tool_state_bytes(saver: Any, thread_id: str) -> tuple[int, int]:
     return writes, values
 
 
-def _totals(state: dict[str, Any]) -> tuple[int, int, int]:
-    record = state["__clock__"]
-    return record["writes"], record["written"], record["bytes"] + _ENTRY_BYTES * len(state)
-
-
 async def measure_cell(
     backend: str, keys: int, size: int, turns: int, workdir: Path
 ) -> dict[str, Any]:
@@ -206,30 +201,46 @@ async def measure_cell(
             await turn(name, 1)
         await analyzed(saver)
         before = {name: await tool_state_bytes(saver, threads[name]) for name in agents}
-        books_before = _totals((await library.aget_state(config)).values["tool_state"])
+        # The library's storage is measured over one whole snapshot cycle, as it happens: from
+        # the end of the first turn (which snapshots what it published) to the end of the turn
+        # that takes the next snapshot, its writes and that snapshot over those turns. A short
+        # run may see none, so its thread goes on (untimed) until one is taken; the update cap
+        # makes one due within a few hundred turns.
+        cycle: dict[str, Any] = {}
+        cycle["since"], cycle["head"] = await _since_snapshot(library, config)
+
+        async def watch(n: int) -> None:
+            if "end" in cycle:
+                return
+            since, head = await _since_snapshot(library, config)
+            if since is None or (cycle["since"] is not None and since < cycle["since"]):
+                cycle["end"], cycle["bytes"] = n, await tool_state_bytes(saver, threads["library"])
+                cycle["last start"] = cycle["head"]  # what that turn's run started from
+            cycle["since"], cycle["head"] = since, head
+
         times: dict[str, list[float]] = {name: [] for name in agents}
         names = list(agents)
         for n in range(2, turns + 2):
             for name in names[n % len(names) :] + names[: n % len(names)]:
                 times[name].append(await turn(name, n))
+                if name == "library":
+                    await watch(n)
         after = {name: await tool_state_bytes(saver, threads[name]) for name in agents}
         stored = {name: sum(after[name]) - sum(before[name]) for name in agents}
         changed = 2 * size
-        state = (await library.aget_state(config)).values["tool_state"]
-        books = _totals(state)
-        # The library's snapshots, amortized: one snapshot's measured bytes over the turns its
-        # cadence puts between two (each rule's quantities as measured over these turns; the
-        # bytes rule waits for both the estimate and the measured size).
-        writes_per_turn = (books[0] - books_before[0]) / turns
-        written_per_turn = (books[1] - books_before[1]) / turns
-        snapshot = len(ormsgpack.packb(state))
-        between = min(
-            SNAPSHOT_RATIO * max(books[2], snapshot) / written_per_turn,
-            DEFAULT_SNAPSHOT_FREQUENCY / writes_per_turn,  # key writes
-            DEFAULT_SNAPSHOT_FREQUENCY / 3,  # updates: three a turn (open, tool, close)
-        )
         library_writes = (after["library"][0] - before["library"][0]) / turns
-        amortized = library_writes + snapshot / max(between, 1)
+        for n in range(turns + 2, turns + 3 + DEFAULT_SNAPSHOT_FREQUENCY // 3):
+            if "end" in cycle:
+                break
+            await run_turn(library, threads["library"], f"refresh {n}")
+            await watch(n)
+        else:
+            raise AssertionError("no snapshot within the update cap's worth of turns")
+        between = cycle["end"] - 1
+        amortized = (sum(cycle["bytes"]) - sum(before["library"])) / between
+        snapshot = cycle["bytes"][1] - before["library"][1]
+
+        rebuild = await _rebuild(saver, cycle["last start"])
 
         async def load(name: str) -> float:
             start = time.perf_counter()
@@ -253,7 +264,38 @@ async def measure_cell(
             "ms_per_turn": ms,
             "ratio_time_lww": ms["library"] / ms["last-write-wins"],
             "load_ms": loads,
+            "rebuild": rebuild,
         }
+
+
+async def _since_snapshot(agent: Any, config: Any) -> tuple[int | None, Any]:
+    """The updates to ``tool_state`` since its last snapshot at the thread's newest checkpoint
+    (LangGraph's counter; ``None`` where that checkpoint holds the snapshot), and its config."""
+    found = await agent.checkpointer.aget_tuple(config)
+    counters = (found.metadata or {}).get("counters_since_delta_snapshot") or {}
+    counter = counters.get("tool_state")
+    return (None if counter is None else int(counter[0])), found.config
+
+
+async def _rebuild(saver: Any, config: Any) -> dict[str, float]:
+    """What rebuilding ``tool_state`` costs at the run start furthest from a snapshot (the one
+    that took the cycle's snapshot): the saver's delta history read, and the replay of its
+    writes, in a process that remembers no earlier replay (a restart's first run); medians."""
+    reads, replays = [], []
+    for _ in range(5):
+        REPLAYS.clear()
+        start = time.perf_counter()
+        found = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
+        middle = time.perf_counter()
+        history = found["tool_state"]
+        replay(history.get("seed"), [write[2] for write in history["writes"]])
+        reads.append((middle - start) * 1000)
+        replays.append((time.perf_counter() - middle) * 1000)
+    return {
+        "writes": len(history["writes"]),
+        "read_ms": statistics.median(reads),
+        "replay_ms": statistics.median(replays),
+    }
 
 
 async def measure(

@@ -349,12 +349,18 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
             return
         if any(_get_overwrite(value)[0] for value in values):
             super().replay_writes(writes)  # an Overwrite resets the base: LangGraph's own rules
-            return
-        fold = getattr(self.reducer, "replayed", None) or self.reducer
-        seed = self.value
-        done, start = REPLAYS.start(fold, seed, writes)
-        self.value = fold(self.typ() if start is MISSING else start, values[done:])
-        REPLAYS.remember(fold, seed, writes, self.value)
+        else:
+            fold = getattr(self.reducer, "replayed", None) or self.reducer
+            seed = self.value
+            done, start = REPLAYS.start(fold, seed, writes)
+            self.value = fold(self.typ() if start is MISSING else start, values[done:])
+            REPLAYS.remember(fold, seed, writes, self.value)
+        # The next step's writes are counted from here. The replayed ones were written by
+        # earlier steps: they count towards the bytes and writes since the seed (``base``),
+        # never as one step's (a run start that counted them so took a "catalogue" snapshot
+        # every hundred turns or so where the cadence called for one every few hundred).
+        if self.value is not MISSING:
+            self.seen = _totals(self.value) or self.seen
 
     def from_checkpoint(self, checkpoint: Any) -> ToolStateChannel:
         new = super().from_checkpoint(checkpoint)

@@ -10,12 +10,17 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import ToolRuntime
 
+from mcp_state_versions import build_agent, publish
 from mcp_state_versions.agent import run_turn
 from mcp_state_versions.backends import backend_for
 from mcp_state_versions.checkpoint_walk import CheckpointHistory
 from mcp_state_versions.retention import PruningInMemorySaver, PruningSqliteSaver, prune_thread
+from mcp_state_versions.scripted import ScriptedChatModel, call
 from mcp_state_versions.state import make_merge_tool_state, merge_tool_state, reducer_for
 from mcp_state_versions.storage import NOTHING_STORED, batched, replay, snapshot, stored_value
 
@@ -363,7 +368,6 @@ async def test_a_write_stores_only_what_the_reducer_does_not_already_know(
     """A key's first write names its tool; a rewrite of it stores the value alone (the entry
     names the tool, the clock places it), and the clock stores message marks, not ids. What
     each turn ended with, tool included, reads back as written."""
-    from langgraph.checkpoint.memory import InMemorySaver
 
     from mcp_state_versions.clock import CLOCK_KEY
 
@@ -463,7 +467,6 @@ def test_the_cadence_counts_what_a_snapshot_really_stores_rings_included() -> No
 async def test_a_thread_takes_snapshots_by_what_it_writes(thread_id: str) -> None:
     """With the step cap (1,000 updates) far away, a key rewritten each turn still gets
     snapshots every few turns, so a run start replays a few turns' writes, not the thread's."""
-    from mcp_state_versions.retention import PruningInMemorySaver
 
     saver = PruningInMemorySaver()
     agent = agent_on(saver, snapshot_frequency=1000)
@@ -478,6 +481,45 @@ async def test_a_thread_takes_snapshots_by_what_it_writes(thread_id: str) -> Non
         for s in await _checkpoints(agent, thread_id)
     ]
     assert sum(type(value).__name__ == "_DeltaSnapshot" for value in stored) >= 2
+
+
+async def test_a_thread_rewriting_a_few_of_many_values_takes_no_snapshot_before_its_cadence(
+    thread_id: str,
+) -> None:
+    """A hundred values published in turn 1, then two rewritten a turn: turn 1 snapshots its
+    catalogue, and the next snapshot is due by the bytes (three times a snapshot's size, some
+    two hundred turns on) or the cap, not at a run start that replays the writes since turn 1
+    as if one step had written them (it did, every thirty turns or so)."""
+
+    @tool
+    def refresh(turn: int, runtime: ToolRuntime) -> Any:
+        """Publish a hundred fields; two of them change every turn."""
+        fields = {f"f{n}": f"{turn if n < 2 else 0}:" + "x" * 196 for n in range(100)}
+        return publish(runtime, "t", "refresh", fields)
+
+    def respond(messages: Any) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, HumanMessage):
+            turn = int(str(last.content).split()[-1])
+            return AIMessage("", tool_calls=[call("refresh", f"r{len(messages)}", turn=turn)])
+        return AIMessage("ok")
+
+    saver = PruningInMemorySaver()
+    agent = build_agent(ScriptedChatModel(respond=respond), [refresh], checkpointer=saver)
+    for turn in range(1, 46):
+        await run_turn(agent, thread_id, f"refresh {turn}")
+    backend = backend_for(saver)
+    kinds = [
+        _kind(
+            (
+                await backend.stored_tool_state(
+                    thread_id, "", s.config["configurable"]["checkpoint_id"]
+                )
+            )[1]
+        )
+        for s in await _checkpoints(agent, thread_id)
+    ]
+    assert kinds.count("_DeltaSnapshot") == 1  # turn 1's, and none since
 
 
 def test_a_step_that_publishes_a_catalogue_is_snapshotted_at_once() -> None:
@@ -500,6 +542,31 @@ def test_a_step_that_publishes_a_catalogue_is_snapshotted_at_once() -> None:
     assert channel.snapshot_frequency == 777  # a small step after it is counted from there
 
 
+def test_writes_replayed_at_a_run_start_are_not_one_step_s_catalogue() -> None:
+    """A run start replays the writes of many earlier steps; the step after it has written two
+    values, not all of those, so no catalogue snapshot is due (the bytes and the cap still
+    count every write since the seed)."""
+    import typing
+
+    from mcp_state_versions.storage import BULK_WRITES, tool_state_channel
+
+    narrow = make_merge_tool_state(ring_size=0)
+    spec = typing.get_args(tool_state_channel(narrow, 777))[1]
+    seed = narrow({}, {f"t/a/k{n}": {"value": "v" * 200} for n in range(200)})
+    channel = spec.from_checkpoint(snapshot(seed))
+    state, writes = seed, []
+    for turn in range(60):  # 120 key writes, 24 KB: a third of the state's size and more
+        update = {f"t/a/k{n}": {"value": f"{turn:03}" + "w" * 197} for n in (0, 1)}
+        state = narrow(state, update)
+        writes.append((f"task-{turn}", "tool_state", update))
+    channel.replay_writes(writes)
+    assert channel.value == state
+    since = state["__clock__"]["writes"] - seed["__clock__"]["writes"]
+    assert since >= BULK_WRITES
+    channel.value = narrow(state, {"t/a/k0": {"value": "next"}})
+    assert channel.snapshot_frequency == 777
+
+
 async def test_a_run_start_resumes_this_process_s_last_replay_and_gives_the_same_state(
     thread_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -510,7 +577,6 @@ async def test_a_run_start_resumes_this_process_s_last_replay_and_gives_the_same
     import random
 
     from mcp_state_versions import storage
-    from mcp_state_versions.retention import PruningInMemorySaver
 
     saver = PruningInMemorySaver()
     agent = agent_on(saver)
