@@ -21,7 +21,10 @@ republishes the others unchanged. Measured per turn after the first:
 * milliseconds per turn (medians), library and last-write-wins, and their ratio.
 
 Then, on the library's thread: the time to load its state at run start (``aget_state``, which
-replays the writes since the last snapshot) against the plain agent's.
+replays the writes since the last snapshot) against the plain agent's, after the measured
+turns; and, once its cycle is complete, what rebuilding ``tool_state`` cost at the run start
+furthest from a snapshot (the one whose turn took the cycle's snapshot): the saver's delta
+history read and the replay of its writes, in a process that remembers no earlier replay.
 """
 
 from __future__ import annotations
@@ -229,18 +232,6 @@ async def measure_cell(
         stored = {name: sum(after[name]) - sum(before[name]) for name in agents}
         changed = 2 * size
         library_writes = (after["library"][0] - before["library"][0]) / turns
-        for n in range(turns + 2, turns + 3 + DEFAULT_SNAPSHOT_FREQUENCY // 3):
-            if "end" in cycle:
-                break
-            await run_turn(library, threads["library"], f"refresh {n}")
-            await watch(n)
-        else:
-            raise AssertionError("no snapshot within the update cap's worth of turns")
-        between = cycle["end"] - 1
-        amortized = (sum(cycle["bytes"]) - sum(before["library"])) / between
-        snapshot = cycle["bytes"][1] - before["library"][1]
-
-        rebuild = await _rebuild(saver, cycle["last start"])
 
         async def load(name: str) -> float:
             start = time.perf_counter()
@@ -251,6 +242,18 @@ async def measure_cell(
             name: statistics.median([await load(name) for _ in range(5)])
             for name in ("library", "last-write-wins")
         }
+        # (loaded before the library's thread goes on: both threads are as long here)
+        for n in range(turns + 2, turns + 3 + DEFAULT_SNAPSHOT_FREQUENCY // 3):
+            if "end" in cycle:
+                break
+            await run_turn(library, threads["library"], f"refresh {n}")
+            await watch(n)
+        else:
+            raise AssertionError("no snapshot within the update cap's worth of turns")
+        rebuild = await _rebuild(saver, cycle["last start"])
+        between = cycle["end"] - 1
+        amortized = (sum(cycle["bytes"]) - sum(before["library"])) / between
+        snapshot = cycle["bytes"][1] - before["library"][1]
         ms = {name: statistics.median(samples) for name, samples in times.items()}
         return {
             "changed_per_turn": changed,
