@@ -32,7 +32,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from .backends import ID, PARENT, TOOL_STATE, Backend, backend_for, run_sync
-from .backends.memory import MemoryBackend, delete_checkpoints
+from .backends.memory import MemoryBackend, delete_checkpoints, forget
 from .backends.sqlite import SqliteBackend
 from .clock import turn_at
 from .storage import NOTHING_STORED
@@ -84,6 +84,10 @@ class PruningInMemorySaver(InMemorySaver):
         self, *, config: Any, channels: Sequence[str]
     ) -> Mapping[str, Any]:
         return self.get_delta_channel_history(config=config, channels=channels)
+
+    def delete_thread(self, thread_id: str) -> None:
+        super().delete_thread(thread_id)
+        forget(self, thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         _check_strategy(strategy)

@@ -289,6 +289,33 @@ async def test_a_run_start_in_memory_decodes_the_writes_and_no_checkpoint_but_th
     assert len(decoded) > writes + 12 * 4  # and every checkpoint on the way
 
 
+async def test_what_memory_parses_once_per_checkpoint_goes_with_the_checkpoint(
+    thread_id: str,
+) -> None:
+    """The links and versions PruningInMemorySaver parses once per checkpoint are dropped when
+    a prune deletes the checkpoint or the thread is deleted (a long-running process would
+    otherwise keep them for every thread it ever ran)."""
+    saver = PruningInMemorySaver()
+    agent = agent_on(saver)
+    for text in ["find Copenhagen", "find Aarhus", "find Oslo", "find Aarhus"]:
+        await run_turn(agent, thread_id, text)
+    await answers(agent, thread_id, CheckpointHistory(saver))  # the walk parses every link
+
+    def parsed() -> set[str]:
+        caches = [
+            saver.__dict__.get(name, {})
+            for name in ("_mcp_state_versions_links", "_mcp_state_versions_tool_state_versions")
+        ]
+        return {key[2] for cache in caches for key in cache if key[0] == thread_id}
+
+    assert len(parsed()) > 10
+    await prune_thread(saver, thread_id, keep_turns=1)
+    kept = {s.config["configurable"]["checkpoint_id"] for s in await _checkpoints(agent, thread_id)}
+    assert parsed() and parsed() <= kept
+    await saver.adelete_thread(thread_id)
+    assert parsed() == set()
+
+
 def test_a_writers_identity_is_checked_live_and_trusted_in_a_replay() -> None:
     from mcp_state_versions.state import ToolStateError
     from mcp_state_versions.versions import canonical

@@ -15,7 +15,13 @@ from ..state import TURN_METADATA_KEY
 from ..storage import NOTHING_STORED, replay, snapshot
 from . import TOOL_STATE, Backend, Link, LinkRow, in_applied_order
 
-__all__ = ["MemoryBackend"]
+__all__ = ["MemoryBackend", "delete_checkpoints", "forget"]
+
+_LINKS = "_mcp_state_versions_links"
+_VERSIONS = "_mcp_state_versions_tool_state_versions"
+"""Attributes on the saver holding what is parsed once per checkpoint: its link (parent,
+stamp, source, delta counter) and its ``tool_state`` version. A checkpoint never changes once
+saved, so both hold until it is deleted (:func:`forget`)."""
 
 
 class MemoryBackend(Backend):
@@ -35,7 +41,7 @@ class MemoryBackend(Backend):
 
     def _link(self, thread_id: str, namespace: str, checkpoint_id: str, saved: Any) -> LinkRow:
         # A checkpoint never changes once saved, so its link is parsed once per saver.
-        cache = self.saver.__dict__.setdefault("_mcp_state_versions_links", {})
+        cache = self.saver.__dict__.setdefault(_LINKS, {})
         key = (thread_id, namespace, checkpoint_id)
         link = cache.get(key)
         if link is None:
@@ -166,7 +172,7 @@ class MemoryBackend(Backend):
     ) -> Any:
         """The checkpoint's ``tool_state`` version (``None``: never written), decoded once per
         saver: a checkpoint never changes once saved."""
-        cache = self.saver.__dict__.setdefault("_mcp_state_versions_tool_state_versions", {})
+        cache = self.saver.__dict__.setdefault(_VERSIONS, {})
         key = (thread_id, namespace, checkpoint_id)
         if key not in cache:
             versions = self.saver.serde.loads_typed(saved[0]).get("channel_versions") or {}
@@ -214,11 +220,15 @@ class MemoryBackend(Backend):
             meta = serde.loads_typed(metadata) if metadata else {}
             (meta.get("counters_since_delta_snapshot") or {}).pop(TOOL_STATE, None)
             stored[checkpoint_id] = (checkpoint, serde.dumps_typed(meta), parent)
-            links = self.saver.__dict__.get("_mcp_state_versions_links", {})
+            links = self.saver.__dict__.get(_LINKS, {})
             links.pop((thread_id, namespace, checkpoint_id), None)
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         delete_checkpoints(self.saver, thread_id, namespace, checkpoint_ids)
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await super().delete_thread(thread_id)
+        forget(self.saver, thread_id)
 
 
 def delete_checkpoints(
@@ -228,9 +238,11 @@ def delete_checkpoints(
     stored = saver.storage.get(thread_id, {}).get(namespace)
     if stored is None:
         return
+    checkpoint_ids = list(checkpoint_ids)
     for checkpoint_id in checkpoint_ids:
         stored.pop(checkpoint_id, None)
         saver.writes.pop((thread_id, namespace, checkpoint_id), None)
+    forget(saver, thread_id, namespace, checkpoint_ids)
     used = {
         (channel, version)
         for checkpoint, _, _ in stored.values()
@@ -239,3 +251,24 @@ def delete_checkpoints(
     for key in [k for k in saver.blobs if k[:2] == (thread_id, namespace)]:
         if (key[2], key[3]) not in used:
             del saver.blobs[key]
+
+
+def forget(
+    saver: Any,
+    thread_id: str,
+    namespace: str | None = None,
+    checkpoint_ids: Iterable[str] | None = None,
+) -> None:
+    """Drop what the backend parsed of checkpoints that are deleted: ``checkpoint_ids`` of a
+    namespace, or every checkpoint of the thread (``None``). Without it the parsed links and
+    versions of deleted threads would stay in a long-running process's memory."""
+    for name in (_LINKS, _VERSIONS):
+        cache = saver.__dict__.get(name)
+        if not cache:
+            continue
+        if checkpoint_ids is None:
+            for key in [key for key in cache if key[0] == thread_id]:
+                del cache[key]
+        else:
+            for checkpoint_id in checkpoint_ids:
+                cache.pop((thread_id, namespace, checkpoint_id), None)
