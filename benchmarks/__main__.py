@@ -12,7 +12,7 @@ costs against a plain agent, over keys × sizes, and one 5 MB value rewritten), 
 (the timeline page on a thread of 1,000 turns × 100 keys, in Debian's chromium);
 :mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plots
 to ``benchmarks/results/latest.png`` (reads) and ``latest-writes.png`` (writes). ``--quick``
-uses short threads and takes about three minutes here; the full run about thirty-five (threads
+uses short threads and takes about five minutes here; the full run about thirty-five (threads
 of 1,000 turns on three backends, and a sweep over 10,000 threads).
 """
 
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--quick", action="store_true", help="short threads: about three minutes")
+    parser.add_argument("--quick", action="store_true", help="short threads: about five minutes")
     parser.add_argument(
         "--turns", default=None, help="comma-separated lengths (default 100,500,1000)"
     )
