@@ -120,6 +120,12 @@ _INCREMENTAL_LINKS = 12
 """How far a state already rebuilt may be from the one asked for to be carried forward by the
 writes between them rather than rebuilt from the snapshot."""
 
+_WRITES_AHEAD = 8
+"""Newer links whose writes come with a read of a stretch's, about two turns' worth (a turn
+makes four or five checkpoints): a read probes around the turn it asks for (the end of the
+turn, then the next turn's to confirm it), and each probe's writes would otherwise be a query
+of their own."""
+
 
 class _Chain:
     """The head's ancestor chain, newest first, with positions read as lazily as possible."""
@@ -133,6 +139,8 @@ class _Chain:
         self.links = list(links)
         self._positions: dict[int, int] = {}
         self._states: dict[int, Any] = {}
+        self._stored: dict[int, Any] = {}  # what a link stores for tool_state, once read
+        self._written: dict[str, list[Any]] = {}  # each checkpoint's writes, once read
         #: ``tool_state`` channels read (and full loads, for threads older than the clock).
         self.loads = 0
 
@@ -172,9 +180,7 @@ class _Chain:
         for between in range(base - 1, index - 1, -1):
             if self._holds_no_value(between):
                 continue
-            _, stored = await self._backend.stored_tool_state(
-                self._thread_id, self._namespace, self.links[between][ID]
-            )
+            stored = await self._stored_at(between)
             if stored is not None and stored is not NOTHING_STORED:
                 base, state = between, stored_value(stored)
         if not isinstance(state, Mapping):
@@ -190,10 +196,35 @@ class _Chain:
         link = self.links[index]
         return len(link) > COUNTER and link[COUNTER] is not None
 
+    async def _stored_at(self, index: int) -> Any:
+        """What link ``index`` stores for ``tool_state`` (see :meth:`~mcp_state_versions.
+        backends.Backend.stored_tool_state`), read once per chain."""
+        if index not in self._stored:
+            _, self._stored[index] = await self._backend.stored_tool_state(
+                self._thread_id, self._namespace, self.links[index][ID]
+            )
+        return self._stored[index]
+
     async def _carried(self, state: Any, index: int, base: int) -> Any:
-        """``state`` at link ``base`` carried to link ``index`` by the writes stored between."""
+        """``state`` at link ``base`` carried to link ``index`` by the writes stored between.
+
+        Each checkpoint's writes are read once per chain, and the few newer links' come with
+        the first read (:data:`_WRITES_AHEAD`), so the probes of one read cost one query of
+        writes, as a hand-written read would."""
         stretch = [link[ID] for link in self.links[index + 1 : base + 1]]
-        updates = await self._backend.writes_at(self._thread_id, self._namespace, stretch)
+        if any(checkpoint_id not in self._written for checkpoint_id in stretch):
+            ahead = self.links[max(0, index + 1 - _WRITES_AHEAD) : index + 1]
+            wanted = [
+                checkpoint_id
+                for checkpoint_id in [link[ID] for link in ahead] + stretch
+                if checkpoint_id not in self._written
+            ]
+            self._written.update(
+                await self._backend.writes_of(self._thread_id, self._namespace, wanted)
+            )
+        # oldest checkpoint first: its writes made its child, the next one in the stretch
+        written = self._written
+        updates = [write for checkpoint_id in reversed(stretch) for write in written[checkpoint_id]]
         return replay(state, updates, self._backend.reducer) if updates else state
 
     async def _from_seed(self, index: int) -> Any:
@@ -210,9 +241,7 @@ class _Chain:
         for seed in range(index, len(links)):
             if self._holds_no_value(seed):
                 continue
-            _, stored = await self._backend.stored_tool_state(
-                self._thread_id, self._namespace, links[seed][ID]
-            )
+            stored = await self._stored_at(seed)
             if stored is NOTHING_STORED:
                 continue  # no counter and no value either: keep looking further back
             base = {} if stored is None else stored_value(stored)

@@ -391,6 +391,38 @@ async def test_a_thread_without_a_snapshot_is_rebuilt_from_its_first_checkpoint(
     assert await chain.tool_state(len(chain.links) - 2) is None  # nothing written yet
 
 
+async def test_a_read_reads_each_checkpoint_s_writes_once(saver: Any, thread_id: str) -> None:
+    """The probes of one read beyond the ring (the head's state, the end of the turn asked, the
+    next turn's to confirm it) share what they read: no checkpoint's writes are asked for
+    twice, and the turn's newer neighbours come with its own stretch, so a read costs one query
+    of writes, not one a probe (two, with 0 links read ahead)."""
+    from mcp_state_versions.resolve import resolve_turn
+
+    agent = agent_on(saver, ring_size=0, snapshot_frequency=45)  # a snapshot every 15 turns
+    places = ["Copenhagen", "Aarhus", "Oslo"]
+    for turn in range(40):
+        await run_turn(agent, thread_id, f"find {places[turn % 3]}")
+    state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+    history = CheckpointHistory(saver)
+    asked: list[list[str]] = []
+    writes_of = history.backend.writes_of
+
+    async def recording(thread: str, namespace: str, checkpoint_ids: Any) -> Any:
+        asked.append(list(checkpoint_ids))
+        return await writes_of(thread, namespace, checkpoint_ids)
+
+    history.backend.writes_of = recording  # type: ignore[method-assign]
+    for turn, place in ((5, AAR), (13, CPH), (27, OSLO)):
+        asked.clear()
+        found = await resolve_turn(
+            state["tool_state"], BBOX, turn, current_turn=40, history=history, thread_id=thread_id
+        )
+        assert found.source == "history" and found.value == place, found
+        every = [checkpoint_id for ids in asked for checkpoint_id in ids]
+        assert len(every) == len(set(every)), asked
+        assert len(asked) == 1, [len(ids) for ids in asked]  # the turn's, its neighbours' with it
+
+
 @pytest.mark.postgres
 async def test_postgres_looks_up_writes_planned_for_the_checkpoints_asked(thread_id: str) -> None:
     """A prepared statement is soon planned for any parameters, and for "these checkpoints of

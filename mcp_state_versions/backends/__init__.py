@@ -33,7 +33,7 @@ raises :class:`NeedsAsync` instead of blocking. A new backend is one module with
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -239,20 +239,19 @@ class Backend:
             )
         return found[TOOL_STATE]
 
-    async def writes_at(
+    async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
-    ) -> list[Any]:
-        """``tool_state``'s writes stored at ``checkpoint_ids`` (a stretch of one chain, newest
-        first), oldest first and in the order each step applies them: what turns the state at
-        the oldest of them into the state at the child of the newest. The walk uses it to go
-        from a state it has rebuilt to a newer checkpoint's without a second replay from the
-        snapshot."""
-        found = []
-        for checkpoint_id in reversed(checkpoint_ids):
+    ) -> dict[str, list[Any]]:
+        """``tool_state``'s writes stored at each of ``checkpoint_ids``, each checkpoint's in
+        the order its step applied them: what turns the state at a checkpoint into its
+        child's. The walk uses them to carry a state it has rebuilt to a nearby checkpoint
+        without a second replay from the snapshot, and keeps what it read, so probes around
+        one turn read each checkpoint's writes once."""
+        found: dict[str, list[Any]] = {}
+        for checkpoint_id in checkpoint_ids:
             saved = await self._tuple(thread_id, namespace, checkpoint_id)
-            for write in (saved.pending_writes or []) if saved is not None else []:
-                if write[1] == TOOL_STATE:
-                    found.append(write[2])
+            writes = (saved.pending_writes or []) if saved is not None else []
+            found[checkpoint_id] = [write[2] for write in writes if write[1] == TOOL_STATE]
         return found
 
     async def write_snapshot(
@@ -388,6 +387,25 @@ def _recent(
         if (contains is None or contains in thread) and (before is None or head < before)
     ]
     return sorted(chosen, key=lambda row: row[1], reverse=True)[:limit]
+
+
+def pending_writes(
+    rows: Sequence[Sequence[Any]], chain: Sequence[str], loads: Callable[[Any], Any]
+) -> list[tuple[str, str, Any]]:
+    """Stored write rows of ``chain`` (see :func:`in_applied_order`) as LangGraph's
+    ``PendingWrite`` tuples, in the order a replay applies them."""
+    return [(r[2], TOOL_STATE, loads((r[4], r[5]))) for r in in_applied_order(rows, chain)]
+
+
+def writes_by_checkpoint(
+    rows: Sequence[Sequence[Any]], checkpoint_ids: Sequence[str], loads: Callable[[Any], Any]
+) -> dict[str, list[Any]]:
+    """Stored write rows as :meth:`Backend.writes_of` answers: each checkpoint's values in
+    the order its step applied them (every id present, with no writes or some)."""
+    found: dict[str, list[Any]] = {checkpoint_id: [] for checkpoint_id in checkpoint_ids}
+    for r in in_applied_order(rows, checkpoint_ids):
+        found[r[0]].append(loads((r[4], r[5])))
+    return found
 
 
 def in_applied_order(rows: Sequence[Sequence[Any]], chain: Sequence[str]) -> list[Sequence[Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..state import TURN_METADATA_KEY
 from ..storage import NOTHING_STORED, replay, snapshot
-from . import TOOL_STATE, Backend, Link, LinkRow, in_applied_order
+from . import TOOL_STATE, Backend, Link, LinkRow, pending_writes, writes_by_checkpoint
 
 __all__ = ["MemoryBackend", "delete_checkpoints", "forget"]
 
@@ -162,7 +162,10 @@ class MemoryBackend(Backend):
                 seed = self.saver.serde.loads_typed(blob)
                 break
             current = saved[2]
-        history: dict[str, Any] = {"writes": self._writes(thread_id, namespace, chain)}
+        rows = self._write_rows(thread_id, namespace, chain)
+        history: dict[str, Any] = {
+            "writes": pending_writes(rows, chain, self.saver.serde.loads_typed)
+        }
         if seed is not NOTHING_STORED:
             history["seed"] = seed
         return history
@@ -179,28 +182,25 @@ class MemoryBackend(Backend):
             cache[key] = versions.get(TOOL_STATE)
         return cache[key]
 
-    async def writes_at(
+    async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
-    ) -> list[Any]:
-        return [write[2] for write in self._writes(thread_id, namespace, checkpoint_ids)]
+    ) -> dict[str, list[Any]]:
+        rows = self._write_rows(thread_id, namespace, checkpoint_ids)
+        return writes_by_checkpoint(rows, checkpoint_ids, self.saver.serde.loads_typed)
 
-    def _writes(
+    def _write_rows(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
-    ) -> list[tuple[str, str, Any]]:
-        """``tool_state``'s writes stored at ``checkpoint_ids`` (newest first), as LangGraph's
-        ``PendingWrite`` tuples in the order a replay applies them."""
+    ) -> list[tuple[Any, ...]]:
+        """``tool_state``'s stored write rows at ``checkpoint_ids``, as the SQL backends read
+        them: ``(checkpoint_id, task_path, task_id, idx, type, blob)``."""
         # saver.writes[(thread, ns, checkpoint)][(task_id, idx)] = (task_id, channel, blob, path)
-        rows = [
+        return [
             (checkpoint_id, write[3], write[0], idx, *write[2])
             for checkpoint_id in checkpoint_ids
             for (_, idx), write in self.saver.writes.get(  # type: ignore[attr-defined]
                 (thread_id, namespace, checkpoint_id), {}
             ).items()
             if write[1] == TOOL_STATE
-        ]
-        loads = self.saver.serde.loads_typed
-        return [
-            (r[2], TOOL_STATE, loads((r[4], r[5]))) for r in in_applied_order(rows, checkpoint_ids)
         ]
 
     async def write_snapshot(

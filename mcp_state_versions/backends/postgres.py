@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..storage import NOTHING_STORED, snapshot
-from . import TOOL_STATE, Link, LinkRow, NeedsAsync, SqlBackend, in_applied_order
+from . import TOOL_STATE, Link, LinkRow, NeedsAsync, SqlBackend, writes_by_checkpoint
 
 __all__ = ["PostgresBackend", "postgres_backend"]
 
@@ -152,12 +152,12 @@ class PostgresBackend(SqlBackend):
             return True, NOTHING_STORED
         return True, self.saver.serde.loads_typed((kind, blob))
 
-    async def writes_at(
+    async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
-    ) -> list[Any]:
+    ) -> dict[str, list[Any]]:
         params = (thread_id, namespace, TOOL_STATE, list(checkpoint_ids))
-        rows = in_applied_order(await self._rows(_WRITES_SQL, params), checkpoint_ids)
-        return [self.saver.serde.loads_typed((r[4], r[5])) for r in rows]
+        rows = await self._rows(_WRITES_SQL, params)
+        return writes_by_checkpoint(rows, checkpoint_ids, self.saver.serde.loads_typed)
 
     async def write_snapshot(
         self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]

@@ -25,7 +25,17 @@ import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT
 
 from ..storage import NOTHING_STORED, replay, snapshot
-from . import ID, TOOL_STATE, UNREAD, Link, LinkRow, NeedsAsync, SqlBackend, in_applied_order
+from . import (
+    ID,
+    TOOL_STATE,
+    UNREAD,
+    Link,
+    LinkRow,
+    NeedsAsync,
+    SqlBackend,
+    pending_writes,
+    writes_by_checkpoint,
+)
 
 __all__ = ["INDEX_NAME", "SqliteBackend", "sqlite_backend"]
 
@@ -274,21 +284,25 @@ class SqliteBackend(SqlBackend):
                     seed = stored
                 elif last[2] is None and last[1] is not None:
                     start = last[0]  # no value where one could be: keep walking
-        history: dict[str, Any] = {"writes": await self._writes(thread_id, namespace, chain)}
+        rows = await self._write_rows(thread_id, namespace, chain)
+        history: dict[str, Any] = {
+            "writes": pending_writes(rows, chain, self.saver.serde.loads_typed)
+        }
         if seed is not NOTHING_STORED:
             history["seed"] = seed
         return history
 
-    async def writes_at(
+    async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
-    ) -> list[Any]:
-        return [write[2] for write in await self._writes(thread_id, namespace, checkpoint_ids)]
+    ) -> dict[str, list[Any]]:
+        rows = await self._write_rows(thread_id, namespace, checkpoint_ids)
+        return writes_by_checkpoint(rows, checkpoint_ids, self.saver.serde.loads_typed)
 
-    async def _writes(
+    async def _write_rows(
         self, thread_id: str, namespace: str, chain: Sequence[str]
-    ) -> list[tuple[str, str, Any]]:
-        """``tool_state``'s writes stored at ``chain`` (newest first), as LangGraph's
-        ``PendingWrite`` tuples in the order a replay applies them."""
+    ) -> list[tuple[Any, ...]]:
+        """``tool_state``'s stored write rows at ``chain``: ``(checkpoint_id, task_path,
+        task_id, idx, type, blob)``."""
         path = "task_path" if getattr(self.saver, "_has_task_path", True) else "''"
         found: list[tuple[Any, ...]] = []
         for start in range(0, len(chain), 500):  # within SQLite's limit on bound parameters
@@ -299,8 +313,7 @@ class SqliteBackend(SqlBackend):
                 f"AND checkpoint_id IN ({','.join('?' * len(part))})",
                 (thread_id, namespace, TOOL_STATE, *part),
             )
-        loads = self.saver.serde.loads_typed
-        return [(r[2], TOOL_STATE, loads((r[4], r[5]))) for r in in_applied_order(found, chain)]
+        return found
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         if not checkpoint_ids:
