@@ -56,12 +56,13 @@ def _check_strategy(strategy: str) -> None:
 
 class PruningInMemorySaver(InMemorySaver):
     """``InMemorySaver`` with ``aprune``/``prune`` implemented, and a delta history of
-    ``tool_state`` that decodes only the checkpoint that may hold its seed.
+    ``tool_state`` that decodes each checkpoint once, not at every run start.
 
     LangGraph rebuilds ``tool_state`` at every run start from its delta history; the stock
-    saver decodes each checkpoint back to the last snapshot to find it, which on a thread far
-    past its snapshot cost more than the rest of the library's work in a turn. This one follows
-    the delta counters in the checkpoints' metadata
+    saver decodes each checkpoint back to the last snapshot to learn its ``tool_state``
+    version, which on a thread far past its snapshot cost more than the rest of the library's
+    work in a turn. This one decodes each checkpoint's version once and walks the parents by
+    dict lookups, stopping where the stock read does
     (:meth:`~mcp_state_versions.backends.memory.MemoryBackend.delta_history`).
     """
 

@@ -359,8 +359,7 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         # earlier steps: they count towards the bytes and writes since the seed (``base``),
         # never as one step's (a run start that counted them so took a "catalogue" snapshot
         # every hundred turns or so where the cadence called for one every few hundred).
-        if self.value is not MISSING:
-            self.seen = _totals(self.value) or self.seen
+        self.seen = _totals(self.value) or self.seen
 
     def from_checkpoint(self, checkpoint: Any) -> ToolStateChannel:
         new = super().from_checkpoint(checkpoint)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..state import TURN_METADATA_KEY
-from ..storage import NOTHING_STORED, replay, snapshot
+from ..storage import NOTHING_STORED, snapshot
 from . import TOOL_STATE, Backend, Link, LinkRow, pending_writes, writes_by_checkpoint
 
 __all__ = ["MemoryBackend", "delete_checkpoints", "forget"]
@@ -124,9 +124,8 @@ class MemoryBackend(Backend):
             return True, NOTHING_STORED
         return True, self.saver.serde.loads_typed(blob)
 
-    async def rebuild(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
-        history = self.delta_history(thread_id, namespace, checkpoint_id)
-        return replay(history.get("seed"), [write[2] for write in history["writes"]], self.reducer)
+    async def _delta_history(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+        return self.delta_history(thread_id, namespace, checkpoint_id)
 
     def delta_history(
         self, thread_id: str, namespace: str, checkpoint_id: str | None

@@ -24,7 +24,7 @@ from typing import Any
 import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT
 
-from ..storage import NOTHING_STORED, replay, snapshot
+from ..storage import NOTHING_STORED, snapshot
 from . import (
     ID,
     TOOL_STATE,
@@ -249,9 +249,8 @@ class SqliteBackend(SqlBackend):
             ]
         )
 
-    async def rebuild(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
-        history = await self.delta_history(thread_id, namespace, checkpoint_id)
-        return replay(history.get("seed"), [write[2] for write in history["writes"]], self.reducer)
+    async def _delta_history(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+        return await self.delta_history(thread_id, namespace, checkpoint_id)
 
     async def delta_history(
         self, thread_id: str, namespace: str, checkpoint_id: str
