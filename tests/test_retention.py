@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -126,3 +127,45 @@ async def test_a_prune_of_one_branch_leaves_every_other_branch_rebuildable(
         assert present.tool_state[PUT + "j"]["value"] == "w1"  # written in a deleted turn
         head = await CheckpointHistory(saver).present(conv.thread_id)
         assert head is not None and head.tool_state[PUT + "k"]["value"] == "fork"
+
+
+@pytest.mark.postgres
+async def test_the_pool_asks_the_server_only_about_a_connection_it_spoke_to() -> None:
+    """A quiet connection is handed out without a round trip; one whose session the server
+    ended (its notice and close arrive while it is idle) is replaced, not handed to a query."""
+    import psycopg
+
+    from mcp_state_versions.retention import open_postgres_saver
+
+    from .conftest import PG_DSN, _check_postgres
+
+    await _check_postgres()
+    sent: list[str] = []
+    execute = psycopg.AsyncConnection.execute
+
+    async def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return await execute(self, query, *args, **kwargs)
+
+    async with open_postgres_saver(PG_DSN, max_size=1) as saver:
+        async with saver._cursor() as cursor:
+            await cursor.execute("SELECT pg_backend_pid() AS pid")
+            pid = (await cursor.fetchone())["pid"]
+        psycopg.AsyncConnection.execute = counted  # type: ignore[method-assign]
+        try:
+            for _ in range(3):
+                async with saver._cursor() as cursor:
+                    await cursor.execute("SELECT 1")
+            assert "" not in sent, "a quiet connection was checked with a round trip"
+            async with await psycopg.AsyncConnection.connect(PG_DSN, autocommit=True) as other:
+                await other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                gone = "SELECT count(*) FROM pg_stat_activity WHERE pid = %s"
+                while (await (await other.execute(gone, (pid,))).fetchone())[0]:
+                    await asyncio.sleep(0.01)  # its notice and close reach the idle socket
+            async with saver._cursor() as cursor:
+                await cursor.execute("SELECT pg_backend_pid() AS pid")
+                now = (await cursor.fetchone())["pid"]
+            assert now != pid
+            assert "" in sent, "the ended connection was not checked"
+        finally:
+            psycopg.AsyncConnection.execute = execute  # type: ignore[method-assign]
