@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import tool
@@ -185,3 +187,38 @@ async def test_build_agent_captures_text_results_and_a_tool_can_opt_out() -> Non
             assert text.endswith('"rain"'), text
         else:
             assert reply.content == "sun" and "Session state is empty" in read_state_key("*", state)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_run_start_reads_the_head_s_stamp_in_one_query(kind: str, tmp_path: Any) -> None:
+    """``run_turn`` learns the turn it opens from the stamp of the thread's newest checkpoint:
+    one query for that link, not one for the head's id and another for its link (on
+    PostgreSQL every query is a round trip, and this one is in every turn)."""
+    from uuid import uuid4
+
+    from mcp_state_versions.backends import backend_for, stamp_turn
+
+    from .conftest import open_backend
+    from .helpers import agent_on
+
+    thread_id = f"head-link-{uuid4().hex}"
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = agent_on(saver, ring_size=0)
+        for text in ["find Copenhagen", "find Aarhus"]:
+            await run_turn(agent, thread_id, text)
+        backend = backend_for(saver)
+        head = await backend.head(thread_id, "")
+        assert head is not None
+        queries: list[str] = []
+        rows = backend._rows  # type: ignore[attr-defined]
+
+        async def recording(sql: str, params: Any) -> Any:
+            queries.append(sql)
+            return await rows(sql, params)
+
+        backend._rows = recording  # type: ignore[attr-defined]
+        link = await backend.link(thread_id, "")
+        assert len(queries) == 1, queries
+        assert link == await backend.parent_of(thread_id, "", head)
+        assert link is not None and link.source == "loop" and stamp_turn(link.stamp) == 2
+        assert await backend.link(f"{thread_id}-none", "") is None

@@ -358,9 +358,30 @@ class SqlBackend(Backend):
     head_sql: str
     threads_sql: str
     recent_sql: str
+    link_sql: str
+    """A namespace's links (thread, namespace), their first four columns those of :class:`Link`:
+    a condition on ``checkpoint_id`` or an order is appended to it."""
+    mark: str
+    """The driver's placeholder."""
 
     async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
         raise NotImplementedError
+
+    async def link(
+        self, thread_id: str, namespace: str, checkpoint_id: str | None = None
+    ) -> Link | None:
+        if checkpoint_id is not None:
+            return await self.parent_of(thread_id, namespace, checkpoint_id)
+        # The head's link in one query, not the head's id and then its link: a run start asks
+        # for it, and on PostgreSQL each query is a round trip.
+        newest = " ORDER BY checkpoint_id DESC LIMIT 1"
+        rows = await self._rows(self.link_sql + newest, (thread_id, namespace))
+        return Link(*rows[0][:4]) if rows else None
+
+    async def parent_of(self, thread_id: str, namespace: str, checkpoint_id: str) -> Link | None:
+        chosen = f" AND checkpoint_id = {self.mark}"
+        rows = await self._rows(self.link_sql + chosen, (thread_id, namespace, checkpoint_id))
+        return Link(*rows[0][:4]) if rows else None
 
     async def head(self, thread_id: str, namespace: str) -> str | None:
         rows = await self._rows(self.head_sql, (thread_id, namespace))

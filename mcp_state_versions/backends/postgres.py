@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..storage import NOTHING_STORED, snapshot
-from . import TOOL_STATE, Link, LinkRow, NeedsAsync, SqlBackend, writes_by_checkpoint
+from . import TOOL_STATE, LinkRow, NeedsAsync, SqlBackend, writes_by_checkpoint
 
 __all__ = ["PostgresBackend", "postgres_backend"]
 
@@ -92,6 +92,7 @@ class PostgresBackend(SqlBackend):
     """:class:`~mcp_state_versions.backends.Backend` over either PostgreSQL saver."""
 
     head_sql = _HEAD_SQL
+    mark = "%s"
     threads_sql = (
         "SELECT thread_id, MAX(checkpoint_id) FROM checkpoints WHERE checkpoint_ns = '' "
         "AND thread_id > %s GROUP BY thread_id ORDER BY thread_id LIMIT %s"
@@ -105,6 +106,7 @@ class PostgresBackend(SqlBackend):
     def __init__(self, saver: Any, *, sync: bool, native_sync: bool) -> None:
         super().__init__(saver, sync=sync)
         self.native_sync = native_sync
+        self.link_sql = _lineage_sql()
 
     @asynccontextmanager
     async def _cursor(self) -> Any:
@@ -129,12 +131,6 @@ class PostgresBackend(SqlBackend):
 
     async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
         return await self._rows(_lineage_sql(), (thread_id, namespace))
-
-    async def parent_of(self, thread_id: str, namespace: str, checkpoint_id: str) -> Link | None:
-        rows = await self._rows(
-            _lineage_sql() + " AND checkpoint_id = %s", (thread_id, namespace, checkpoint_id)
-        )
-        return Link(*rows[0][:4]) if rows else None
 
     async def stored_tool_state(
         self, thread_id: str, namespace: str, checkpoint_id: str

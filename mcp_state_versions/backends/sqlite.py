@@ -29,7 +29,6 @@ from . import (
     ID,
     TOOL_STATE,
     UNREAD,
-    Link,
     LinkRow,
     NeedsAsync,
     SqlBackend,
@@ -47,6 +46,17 @@ _OLD_INDEX_NAMES = ("mcp_state_versions_lineage",)
 """Indexes earlier releases created, dropped when the current one is."""
 
 _META_TEXT = "CAST(metadata AS TEXT)"
+
+
+def _link_sql() -> str:
+    from ..state import TURN_METADATA_KEY
+
+    return (
+        f"SELECT checkpoint_id, parent_checkpoint_id, "
+        f"json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
+        f"json_extract({_META_TEXT}, '$.source') FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = ?"
+    )
 
 
 def _counter(table: str = "") -> str:
@@ -132,6 +142,7 @@ class SqliteBackend(SqlBackend):
     """:class:`~mcp_state_versions.backends.Backend` over either SQLite saver."""
 
     head_sql = _HEAD_SQL
+    mark = "?"
     threads_sql = (
         "SELECT thread_id, MAX(checkpoint_id) FROM checkpoints WHERE checkpoint_ns = '' "
         "AND thread_id > ? GROUP BY thread_id ORDER BY thread_id LIMIT ?"
@@ -145,6 +156,7 @@ class SqliteBackend(SqlBackend):
     def __init__(self, saver: Any, *, sync: bool, native_sync: bool) -> None:
         super().__init__(saver, sync=sync)
         self.native_sync = native_sync  # SqliteSaver (sqlite3), else AsyncSqliteSaver (aiosqlite)
+        self.link_sql = _link_sql()
 
     async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
         if self.native_sync:
@@ -196,17 +208,6 @@ class SqliteBackend(SqlBackend):
             return await self._rows(_lineage_sql(), (thread_id, namespace))
         rows = await self._rows(_IDS_SQL, (thread_id, namespace))
         return [(row[0], row[1], None, UNREAD) for row in rows]
-
-    async def parent_of(self, thread_id: str, namespace: str, checkpoint_id: str) -> Link | None:
-        from ..state import TURN_METADATA_KEY
-
-        rows = await self._rows(
-            f"SELECT parent_checkpoint_id, json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
-            f"json_extract({_META_TEXT}, '$.source') FROM checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            (thread_id, namespace, checkpoint_id),
-        )
-        return Link(checkpoint_id, *rows[0]) if rows else None
 
     async def stamp(self, thread_id: str, namespace: str, link: LinkRow) -> LinkRow:
         return await self.parent_of(thread_id, namespace, link[ID]) or link
