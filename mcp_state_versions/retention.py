@@ -26,6 +26,7 @@ import select
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -179,6 +180,37 @@ RECONNECT_S = 1.0
 query."""
 
 
+@cache
+def _postgres_saver_class() -> Any:
+    """``AsyncPostgresSaver`` with a delta history of ``tool_state`` read in one statement
+    (:meth:`~mcp_state_versions.backends.postgres.PostgresBackend.delta_history`); made when
+    first asked for, as the ``postgres`` extra may be absent."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from .backends.postgres import PostgresBackend
+
+    class DeltaReadingPostgresSaver(AsyncPostgresSaver):
+        """``AsyncPostgresSaver`` whose run starts read ``tool_state``'s delta history in one
+        round trip, not two, and never by a prepared lookup of a list of checkpoints."""
+
+        async def aget_delta_channel_history(
+            self, *, config: Any, channels: Sequence[str]
+        ) -> Mapping[str, Any]:
+            configurable = config["configurable"]
+            checkpoint_id = configurable.get("checkpoint_id")
+            if TOOL_STATE not in channels or not checkpoint_id:
+                return await super().aget_delta_channel_history(config=config, channels=channels)
+            rest = [channel for channel in channels if channel != TOOL_STATE]
+            found = dict(await super().aget_delta_channel_history(config=config, channels=rest))
+            backend = PostgresBackend(self, sync=False, native_sync=False)
+            found[TOOL_STATE] = await backend.delta_history(
+                str(configurable["thread_id"]), configurable.get("checkpoint_ns", ""), checkpoint_id
+            )
+            return found
+
+    return DeltaReadingPostgresSaver
+
+
 async def _check_idle(connection: Any) -> None:
     """The pool's check of a connection handed out: raises if it no longer works.
 
@@ -219,7 +251,6 @@ async def open_postgres_saver(dsn: str, *, max_size: int = 4) -> AsyncIterator[A
     rows.
     """
     try:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg.rows import dict_row
         from psycopg_pool import AsyncConnectionPool
     except ImportError as error:  # pragma: no cover - depends on the environment
@@ -247,7 +278,7 @@ async def open_postgres_saver(dsn: str, *, max_size: int = 4) -> AsyncIterator[A
         reconnect_timeout=RECONNECT_S,
     )
     async with pool:
-        saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        saver = _postgres_saver_class()(pool)
         await saver.setup()
         yield saver
 

@@ -185,13 +185,15 @@ async def test_keep_latest_never_empties_tool_state(
         assert before[BBOX]["value"] == OSL
 
 
-async def _copied(source: Any, target: Any) -> None:
+async def _copied(source: Any, target: Any, suffix: str = "") -> None:
     """Every checkpoint of ``source`` put into ``target`` as it was stored, oldest first, with
-    its writes (a thread of the previous release, in a saver that never ran it)."""
+    its writes (a thread of the previous release, in a saver that never ran it), each thread's
+    id followed by ``suffix``."""
     for found in reversed([t async for t in source.alist(None)]):
         configurable = found.config["configurable"]
         parent = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-        config = {"configurable": {**configurable, "checkpoint_id": parent}}
+        thread = f"{configurable['thread_id']}{suffix}"
+        config = {"configurable": {**configurable, "thread_id": thread, "checkpoint_id": parent}}
         versions = found.checkpoint["channel_versions"]
         saved = await target.aput(config, found.checkpoint, found.metadata, versions)
         by_task: dict[str, list[tuple[str, Any]]] = {}
@@ -201,30 +203,37 @@ async def _copied(source: Any, target: Any) -> None:
             await target.aput_writes(saved, writes, task_id)
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", BACKENDS)
 async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_cheaply(
     kind: str, tmp_path: Any, thread_id: str
 ) -> None:
-    """What PruningInMemorySaver and PruningSqliteSaver (and the walk, on any such saver) read
-    for tool_state's delta history is what the stock saver reads, checkpoint by checkpoint: on
-    a forked thread with snapshots, on threads of the previous release, and after a prune
-    sealed a checkpoint."""
+    """What PruningInMemorySaver, PruningSqliteSaver and open_postgres_saver's saver (and the
+    walk, on any such saver) read for tool_state's delta history is what the stock saver
+    reads, checkpoint by checkpoint: on a forked thread with snapshots, on threads of the
+    previous release, and after a prune sealed a checkpoint."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     path = tmp_path / "previous.sqlite"
     shutil.copy(FIXTURE, path)
+    suffix = "" if kind == "sqlite" else f"-{thread_id}"  # PostgreSQL's threads outlive a run
     async with (
         PruningSqliteSaver.from_conn_string(str(path)) as previous,
         await open_backend(kind, tmp_path) as saver,
     ):
-        if kind == "memory":
-            await _copied(previous, saver)
-        else:
+        if kind == "sqlite":
             saver = previous
+        else:
+            await _copied(previous, saver, suffix)
 
         async def stock(config: Any) -> Any:
             if kind == "memory":  # its async read calls the sync one, which is overridden
                 return InMemorySaver.get_delta_channel_history(
+                    saver, config=config, channels=["tool_state"]
+                )
+            if kind == "postgres":
+                from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+                return await AsyncPostgresSaver.aget_delta_channel_history(
                     saver, config=config, channels=["tool_state"]
                 )
             return await AsyncSqliteSaver.aget_delta_channel_history(
@@ -235,10 +244,13 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
         for text in ["find Copenhagen", "find Aarhus", "hi", "find Oslo", "find Copenhagen"]:
             await run_turn(agent, thread_id, text)
         await fork_at(agent, thread_id, 2, "find Oslo")
-        await run_turn(agent, "plain", "find Aarhus")
-        await prune_thread(saver, "small-ring", keep_turns=2)
+        await run_turn(agent, f"plain{suffix}", "find Aarhus")
+        await prune_thread(saver, f"small-ring{suffix}", keep_turns=2)
         compared = 0
-        for thread in (thread_id, "plain", "forked", "small-ring"):
+        for thread in (
+            thread_id,
+            *(f"{name}{suffix}" for name in ("plain", "forked", "small-ring")),
+        ):
             for state in await _checkpoints(agent, thread):
                 config = state.config
                 ours = (
@@ -251,11 +263,32 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
                 if "seed" in ours:
                     assert stored_value(ours["seed"]) == stored_value(theirs["seed"])
                 compared += 1
+                if ours["writes"] and "seed" in ours:
+                    replayed = config  # one with a seed and writes after it
         assert compared > 60
         # the thread's newest checkpoint when none is named, as LangGraph's own read
         newest = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
         ours = await saver.aget_delta_channel_history(config=newest, channels=["tool_state"])
         assert ours == await stock(newest)
+        if kind == "postgres":  # one round trip at a run start, where the saver's read takes two
+            import psycopg
+
+            sent: list[Any] = []
+            execute = psycopg.AsyncCursor.execute
+
+            async def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+                sent.append(query)
+                return await execute(self, query, *args, **kwargs)
+
+            psycopg.AsyncCursor.execute = counted  # type: ignore[method-assign]
+            try:
+                await saver.aget_delta_channel_history(config=replayed, channels=["tool_state"])
+                assert len(sent) == 1, sent
+                sent.clear()
+                await stock(replayed)
+                assert len(sent) == 2, sent
+            finally:
+                psycopg.AsyncCursor.execute = execute  # type: ignore[method-assign]
 
 
 async def test_a_run_start_in_memory_decodes_the_writes_and_no_checkpoint_but_the_seeds(

@@ -18,7 +18,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..storage import NOTHING_STORED, snapshot
-from . import TOOL_STATE, LinkRow, NeedsAsync, SqlBackend, writes_by_checkpoint
+from . import (
+    TOOL_STATE,
+    LinkRow,
+    NeedsAsync,
+    SqlBackend,
+    pending_writes,
+    writes_by_checkpoint,
+)
 
 __all__ = ["PostgresBackend", "postgres_backend"]
 
@@ -61,6 +68,37 @@ _UPSERT_SNAPSHOT = (
 _WRITES_SQL = (
     "SELECT checkpoint_id, task_path, task_id, idx, type, blob FROM checkpoint_writes "
     "WHERE thread_id = %s AND checkpoint_ns = %s AND channel = %s AND checkpoint_id = ANY(%s)"
+)
+_DELTA_HISTORY_SQL = (
+    # The parent chain from a checkpoint (itself first), one primary-key step at a time, up to
+    # and including the first ancestor without a delta counter (the nearest that can hold
+    # tool_state whole); then tool_state's writes at the chain above the checkpoint itself,
+    # and the value stored at that ancestor's version. One round trip, where the saver's own
+    # read takes two (its pages of checkpoints, then writes and seed).
+    "WITH RECURSIVE chain(id, parent, version, counter, depth) AS ("
+    "SELECT checkpoint_id, parent_checkpoint_id, checkpoint -> 'channel_versions' ->> %(ch)s, "
+    "metadata -> 'counters_since_delta_snapshot' ->> %(ch)s, 0 FROM checkpoints "
+    "WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s "
+    # (the step is a lateral lookup with LIMIT 1, which the planner cannot turn into a join:
+    # as a join, it hashed all of the thread's checkpoints once per step)
+    "UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, "
+    "c.checkpoint -> 'channel_versions' ->> %(ch)s, "
+    "c.metadata -> 'counters_since_delta_snapshot' ->> %(ch)s, chain.depth + 1 "
+    "FROM chain CROSS JOIN LATERAL (SELECT checkpoint_id, parent_checkpoint_id, checkpoint, "
+    "metadata FROM checkpoints WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s "
+    "AND checkpoint_id = chain.parent LIMIT 1) c "
+    "WHERE chain.depth = 0 OR chain.counter IS NOT NULL), "
+    "last AS (SELECT id, version FROM chain WHERE depth > 0 ORDER BY depth DESC LIMIT 1) "
+    "SELECT 'c', id, parent, version, depth, counter, NULL::bytea FROM chain "
+    # (a lateral lookup per link too, OFFSET 0 keeping it one: as a join, it read all of the
+    # thread's writes)
+    "UNION ALL SELECT 'w', w.checkpoint_id, w.task_path, w.task_id, w.idx, w.type, w.blob "
+    "FROM chain CROSS JOIN LATERAL (SELECT checkpoint_id, task_path, task_id, idx, type, blob "
+    "FROM checkpoint_writes WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s "
+    "AND checkpoint_id = chain.id AND channel = %(ch)s OFFSET 0) w WHERE chain.depth > 0 "
+    "UNION ALL SELECT 's', last.id, NULL, NULL, NULL, b.type, b.blob FROM last "
+    "CROSS JOIN LATERAL (SELECT type, blob FROM checkpoint_blobs WHERE thread_id = %(thread)s "
+    "AND checkpoint_ns = %(ns)s AND channel = %(ch)s AND version = last.version OFFSET 0) b"
 )
 _DELETES = (
     "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
@@ -119,7 +157,9 @@ class PostgresBackend(SqlBackend):
         async with self.saver._cursor() as cursor:
             yield cursor
 
-    async def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    async def _rows(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any]
+    ) -> list[tuple[Any, ...]]:
         from psycopg.rows import tuple_row
 
         async with self._cursor() as cursor:
@@ -147,6 +187,46 @@ class PostgresBackend(SqlBackend):
         if kind is None or kind == "empty":
             return True, NOTHING_STORED
         return True, self.saver.serde.loads_typed((kind, blob))
+
+    async def _delta_history(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+        return await self.delta_history(thread_id, namespace, checkpoint_id)
+
+    async def delta_history(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> dict[str, Any]:
+        """``tool_state``'s delta history at a checkpoint, in LangGraph's form (a
+        ``DeltaChannelHistory``: the seed, and the writes after it, oldest first), read in one
+        statement (:data:`_DELTA_HISTORY_SQL`) that stops where the SQLite backend's does.
+
+        The saver's own read takes two round trips, and its lookup of writes by a list of
+        checkpoints is a prepared statement, which PostgreSQL soon plans for any list: it then
+        scans the thread's writes (see :func:`_run`).
+        """
+        chain: list[str] = []
+        rows: list[tuple[Any, ...]] = []
+        seed: Any = NOTHING_STORED
+        start: str | None = checkpoint_id
+        while start is not None:
+            params = {"thread": thread_id, "ns": namespace, "id": start, "ch": TOOL_STATE}
+            found = await self._rows(_DELTA_HISTORY_SQL, params)
+            links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
+            if not links:
+                break
+            chain.extend(link[1] for link in links[1:])
+            rows += [r[1:] for r in found if r[0] == "w"]
+            stored = [r for r in found if r[0] == "s" and r[5] != "empty"]
+            last, start = links[-1], None
+            if len(links) > 1:  # it stopped at a checkpoint without a counter, or a missing one
+                if stored:
+                    seed = self.saver.serde.loads_typed((stored[0][5], stored[0][6]))
+                elif last[5] is None and last[2] is not None:
+                    start = last[1]  # no value where one could be: keep walking
+        history: dict[str, Any] = {
+            "writes": pending_writes(rows, chain, self.saver.serde.loads_typed)
+        }
+        if seed is not NOTHING_STORED:
+            history["seed"] = seed
+        return history
 
     async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
@@ -231,17 +311,21 @@ class PostgresBackend(SqlBackend):
             await _run(cursor, _DELETE_UNUSED_BLOBS, (thread_id, namespace), self.native_sync)
 
 
-async def _run(cursor: Any, sql: str, params: Sequence[Any], native_sync: bool) -> None:
+async def _run(
+    cursor: Any, sql: str, params: Sequence[Any] | Mapping[str, Any], native_sync: bool
+) -> None:
     """Every statement the library runs. One given a list (of checkpoint ids) is never
     prepared: once a statement is prepared, PostgreSQL soon plans it for any parameters,
     estimates one thread's rows as a handful, and leaves the ids out of the index lookup,
     scanning all of the thread's rows for the few asked (6 ms instead of 0.2 for a walk's
     writes at 1,000 turns). Planned for the ids given, the lookup is by the whole key."""
-    prepare = False if any(isinstance(param, list) for param in params) else None
+    given = params if isinstance(params, Mapping) else tuple(params)
+    values = params.values() if isinstance(params, Mapping) else params
+    prepare = False if any(isinstance(param, list) for param in values) else None
     if native_sync:
-        cursor.execute(sql, tuple(params), prepare=prepare)
+        cursor.execute(sql, given, prepare=prepare)
     else:
-        await cursor.execute(sql, tuple(params), prepare=prepare)
+        await cursor.execute(sql, given, prepare=prepare)
 
 
 def postgres_backend(saver: Any, *, sync: bool) -> PostgresBackend | None:
