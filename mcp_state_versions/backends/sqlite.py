@@ -83,7 +83,7 @@ def _index_sql() -> list[str]:
     ]
 
 
-_ANCESTORS_SQL = (
+_CHAIN_SQL = (
     # The parent chain from a checkpoint (itself first), by primary-key steps on the covering
     # index, up to and including the first ancestor without delta counters: the nearest one
     # that can hold tool_state whole. SQLite yields recursive rows as it makes them.
@@ -93,9 +93,25 @@ _ANCESTORS_SQL = (
     f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_counter('c.')}, "
     f"chain.depth + 1 FROM chain CROSS JOIN checkpoints c INDEXED BY {INDEX_NAME} "
     "ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = chain.parent "
-    "WHERE chain.depth = 0 OR chain.counter IS NOT NULL"
-    ") SELECT id, parent, counter FROM chain"
+    "WHERE chain.depth = 0 OR chain.counter IS NOT NULL)"
 )
+
+
+def _delta_history_sql(task_path: str) -> str:
+    """:data:`_CHAIN_SQL`'s chain (rows ``'c'``: id, parent, counter, depth), tool_state's
+    writes at the chain above the checkpoint itself (``'w'``: checkpoint, task path, task,
+    index, type, value) and the row of the link it stopped at (``'s'``: its type and data),
+    in one statement: a run start reads its delta history in one call to the database
+    thread, not three. ``task_path``: the column, or ``''`` where the table has none."""
+    return (
+        f"{_CHAIN_SQL} SELECT 'c', id, parent, counter, depth, NULL, NULL FROM chain "
+        f"UNION ALL SELECT 'w', w.checkpoint_id, {task_path}, w.task_id, w.idx, w.type, "
+        "w.value FROM chain CROSS JOIN writes w ON w.thread_id = ? AND w.checkpoint_ns = ? "
+        "AND w.checkpoint_id = chain.id AND w.channel = ? WHERE chain.depth > 0 "
+        "UNION ALL SELECT 's', c.checkpoint_id, NULL, NULL, NULL, c.type, c.checkpoint "
+        "FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id "
+        "= (SELECT id FROM chain WHERE depth > 0 ORDER BY depth DESC LIMIT 1)"
+    )
 
 
 def _lineage_sql() -> str:
@@ -218,14 +234,18 @@ class SqliteBackend(SqlBackend):
         rows = await self._rows(_ROW_SQL, (thread_id, namespace, checkpoint_id))
         if not rows:
             return False, None
-        kind, data = rows[0]
+        return True, self._stored_in(*rows[0])
+
+    def _stored_in(self, kind: str, data: bytes) -> Any:
+        """What a checkpoint row (its ``type`` and ``checkpoint``) stores for ``tool_state``,
+        as :meth:`stored_tool_state` answers it (msgpack decoded without the messages)."""
         if kind == "msgpack":
             checkpoint = _unpack(data)
         else:
             checkpoint = self.saver.serde.loads_typed((kind, data))
         if TOOL_STATE not in (checkpoint.get("channel_versions") or {}):
-            return True, None
-        return True, (checkpoint.get("channel_values") or {}).get(TOOL_STATE, NOTHING_STORED)
+            return None
+        return (checkpoint.get("channel_values") or {}).get(TOOL_STATE, NOTHING_STORED)
 
     async def write_snapshot(
         self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
@@ -262,29 +282,34 @@ class SqliteBackend(SqlBackend):
         The saver's own ``get_delta_channel_history`` decodes every checkpoint on the way to the
         seed, each with the whole message list, so a run start on a long thread cost seconds.
         Here the chain comes from the covering index (ids, parents and delta counters), only
-        the checkpoints without counters are decoded (with the decoder that skips messages),
-        and the writes are one query.
+        the checkpoint it stops at is decoded (with the decoder that skips messages), and the
+        chain, its writes and that checkpoint are one statement.
         """
         if not await self._indexed():
             return dict(await super()._delta_history(thread_id, namespace, checkpoint_id))
+        path = "w.task_path" if getattr(self.saver, "_has_task_path", True) else "''"
+        sql = _delta_history_sql(path)
         chain: list[str] = []
+        rows: list[tuple[Any, ...]] = []
         seed: Any = NOTHING_STORED
         start = checkpoint_id
         while start is not None:
-            rows = await self._rows(
-                _ANCESTORS_SQL, (thread_id, namespace, start, thread_id, namespace)
-            )
-            if not rows:
+            where = (thread_id, namespace)
+            params = (*where, start, *where, *where, TOOL_STATE, *where)
+            found = await self._rows(sql, params)
+            links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
+            if not links:
                 break
-            chain.extend(row[0] for row in rows[1:])
-            last, start = rows[-1], None
-            if len(rows) > 1:  # it stopped at a checkpoint without counters, or a missing parent
-                _, stored = await self.stored_tool_state(thread_id, namespace, last[0])
+            chain.extend(link[1] for link in links[1:])
+            rows += [r[1:] for r in found if r[0] == "w"]
+            last, start = links[-1], None
+            if len(links) > 1:  # it stopped at a checkpoint without counters, or a missing parent
+                row = next((r for r in found if r[0] == "s"), None)
+                stored = None if row is None else self._stored_in(row[5], row[6])
                 if stored is not None and stored is not NOTHING_STORED:
                     seed = stored
-                elif last[2] is None and last[1] is not None:
-                    start = last[0]  # no value where one could be: keep walking
-        rows = await self._write_rows(thread_id, namespace, chain)
+                elif last[3] is None and last[2] is not None:
+                    start = last[1]  # no value where one could be: keep walking
         history: dict[str, Any] = {
             "writes": pending_writes(rows, chain, self.saver.serde.loads_typed)
         }
