@@ -384,3 +384,26 @@ def test_same_value_agrees_with_the_canonical_text(data: st.DataObject) -> None:
     a, b = data.draw(values), data.draw(values)
     for x, y in ((a, b), (a, a), (a, json.loads(json.dumps(a)))):
         assert same_value(x, y) == (canonical(x)[0] == canonical(y)[0])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.text()
+    | st.text(alphabet=st.characters(max_codepoint=0x40))
+    | st.text(alphabet=st.characters(categories=["Cs", "Ll"]))  # lone surrogates too
+)
+def test_a_text_s_canonical_json_is_the_standard_encoder_s(text: str) -> None:
+    """A text's digest and size come from orjson, faster than the standard encoder: its bytes
+    must be exactly those ``json.dumps`` gives (control characters, quotes, backslashes and
+    every plane of Unicode alike), or a text stored before would read as a new version."""
+    import hashlib
+
+    from mcp_state_versions.versions import canonical
+
+    try:
+        standard = json.dumps(text, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # a lone surrogate: refused either way
+        with pytest.raises(UnicodeEncodeError):
+            canonical(text)
+        return
+    assert canonical(text) == (hashlib.blake2b(standard, digest_size=12).hexdigest(), len(standard))
