@@ -263,11 +263,9 @@ def make_merge_tool_state(
             if whole and is_entry(raw):
                 entry = _whole_entry(key, raw, previous)
             else:
-                vouched = None if replayed else _VOUCHED.take(raw)
+                vouched, built = (None, False) if replayed else _VOUCHED.take(raw)
                 write = (
-                    _replayed_write(key, raw)
-                    if replayed or vouched is not None
-                    else _validate_write(key, raw)
+                    _replayed_write(key, raw) if replayed or built else _validate_write(key, raw)
                 )
                 books["seq"] += 1
                 turn = _placement(books, write.turn)
@@ -555,45 +553,53 @@ def _adopt(value: Any, turn: int) -> StateEntry:
 
 
 class _Vouched:
-    """Writes :func:`~mcp_state_versions.publish.publish` built in this process, each with the
-    identity it computed from the very value it stores.
+    """Values :func:`~mcp_state_versions.publish.publish` serialized in this process, each with
+    the identity it computed, and the write it built around it.
 
     Why: publishing serializes each changed value once, for its ``(digest, size)``, and the
-    live merge that follows would otherwise validate and serialize it again to check the claim
-    (for a 200 KB value, 0.6 ms each time). A write is vouched for by the object itself, not by
-    anything it says: publish builds the write and its value (``to_jsonable_python`` copies
-    what the tool returned), so nothing else holds them, and the merge looks it up by identity
-    (``is``). A write found here is merged exactly as its check would have merged it; any other
-    write, including one read back from storage or sent by another process, is validated and
-    checked as before. Entries are taken by the merge; those never merged (a step that failed)
-    give way, oldest first, past :attr:`LIMIT` bytes of values.
+    live merge that follows would otherwise serialize it again to check the claim (for a 200
+    KB value, 1.4 ms each time). A value is vouched for by the object itself, not by anything
+    a write says: publish builds the write and its value (``to_jsonable_python`` copies what
+    the tool returned), and the merge looks the value up by identity (``is``). ``ToolNode``
+    deep-copies a tool's ``Command``, so the write reaching the merge is a copy; a copy of a
+    text or a number is the same object (immutable), a copy of a list or an object is not and
+    is serialized again. Found with its own write, the write is merged as its check would have
+    merged it; found in another write (a copy), that write is validated and only the value's
+    serialization is saved. Any other write, including one read back from storage or sent by
+    another process, is validated and checked as before. Entries are taken by the merge;
+    those never merged (a step that failed) give way, oldest first, past :attr:`LIMIT` bytes
+    of values.
     """
 
     LIMIT = 32 * 1024 * 1024
 
     def __init__(self) -> None:
-        self._writes: dict[int, tuple[Mapping[str, Any], tuple[str, int]]] = {}
+        self._values: dict[int, tuple[Mapping[str, Any], Any, tuple[str, int]]] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
     def vouch(self, write: Mapping[str, Any], identity: tuple[str, int]) -> None:
+        value = write.get("value")
         with self._lock:
-            if id(write) in self._writes:
-                self._bytes -= self._writes[id(write)][1][1]
-            self._writes[id(write)] = (write, identity)
+            if id(value) in self._values:
+                self._bytes -= self._values[id(value)][2][1]
+            self._values[id(value)] = (write, value, identity)
             self._bytes += identity[1]
-            while self._bytes > self.LIMIT and self._writes:
-                oldest = next(iter(self._writes))  # dicts keep insertion order
-                self._bytes -= self._writes.pop(oldest)[1][1]
+            while self._bytes > self.LIMIT and self._values:
+                oldest = next(iter(self._values))  # dicts keep insertion order
+                self._bytes -= self._values.pop(oldest)[2][1]
 
-    def take(self, write: Any) -> tuple[str, int] | None:
+    def take(self, write: Any) -> tuple[tuple[str, int] | None, bool]:
+        """``(identity, whole)``: the identity vouched for ``write``'s value (``None``: none),
+        and whether ``write`` is the very write publish built."""
+        value = write.get("value") if isinstance(write, Mapping) else None
         with self._lock:
-            found = self._writes.get(id(write))
-            if found is None or found[0] is not write:
-                return None
-            del self._writes[id(write)]
-            self._bytes -= found[1][1]
-            return found[1]
+            found = self._values.get(id(value))
+            if found is None or found[1] is not value:
+                return None, False
+            del self._values[id(value)]
+            self._bytes -= found[2][1]
+            return found[2], found[0] is write
 
 
 _VOUCHED = _Vouched()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 from typing import Any
 
@@ -314,6 +315,15 @@ def test_a_published_write_is_merged_without_serializing_its_value_again(
         merge_tool_state({}, forged)
     merge_tool_state({}, {"t/tool/big": dict(writes["t/tool/big"])})
     assert serialized == ["y" * 5000, big]
+    # A deep copy of what publish built (as ToolNode makes of a tool's Command) keeps a text
+    # value itself, which is taken as vouched; a copied list is serialized again.
+    writes = publish(runtime_for(state), "t", "tool", {"big": big, "small": [1, 2]}).update[
+        "tool_state"
+    ]
+    serialized.clear()
+    merged = merge_tool_state({}, copy.deepcopy(writes))
+    assert serialized == [[1, 2]]
+    assert (merged["t/tool/big"]["digest"], merged["t/tool/big"]["size"]) == canonical(big)
 
 
 def test_vouched_writes_never_merged_give_way_past_the_limit() -> None:
@@ -321,9 +331,10 @@ def test_vouched_writes_never_merged_give_way_past_the_limit() -> None:
 
     vouched = _Vouched()
     vouched.LIMIT = 10
-    first, second, third = ({"value": n} for n in range(3))
+    first, second, third = ({"value": [n]} for n in range(3))
     for write in (first, second, third):
         vouched.vouch(write, ("d", 4))
-    assert vouched.take(first) is None  # the oldest gave way: 12 bytes were over the limit
-    assert vouched.take(second) == ("d", 4) and vouched.take(third) == ("d", 4)
-    assert vouched.take(second) is None  # taken once
+    assert vouched.take(first) == (None, False)  # the oldest gave way: 12 bytes over the limit
+    assert vouched.take(second) == (("d", 4), True)
+    assert vouched.take({"value": third["value"]}) == (("d", 4), False)  # a copy of its write
+    assert vouched.take(second) == (None, False)  # taken once
