@@ -80,6 +80,7 @@ class PruningInMemorySaver(InMemorySaver):
             str(configurable["thread_id"]),
             configurable.get("checkpoint_ns", ""),
             configurable.get("checkpoint_id"),
+            remember=True,
         )
         return found
 
@@ -134,7 +135,10 @@ class PruningSqliteSaver(AsyncSqliteSaver):
         rest = [channel for channel in channels if channel != TOOL_STATE]
         found = dict(await super().aget_delta_channel_history(config=config, channels=rest))
         found[TOOL_STATE] = await backend.delta_history(
-            str(configurable["thread_id"]), configurable.get("checkpoint_ns", ""), checkpoint_id
+            str(configurable["thread_id"]),
+            configurable.get("checkpoint_ns", ""),
+            checkpoint_id,
+            remember=True,
         )
         return found
 
@@ -204,7 +208,10 @@ def _postgres_saver_class() -> Any:
             found = dict(await super().aget_delta_channel_history(config=config, channels=rest))
             backend = PostgresBackend(self, sync=False, native_sync=False)
             found[TOOL_STATE] = await backend.delta_history(
-                str(configurable["thread_id"]), configurable.get("checkpoint_ns", ""), checkpoint_id
+                str(configurable["thread_id"]),
+                configurable.get("checkpoint_ns", ""),
+                checkpoint_id,
+                remember=True,
             )
             return found
 

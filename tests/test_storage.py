@@ -17,7 +17,7 @@ from langgraph.prebuilt import ToolRuntime
 
 from mcp_state_versions import build_agent, publish
 from mcp_state_versions.agent import run_turn
-from mcp_state_versions.backends import backend_for
+from mcp_state_versions.backends import backend_for, forget_histories
 from mcp_state_versions.checkpoint_walk import CheckpointHistory
 from mcp_state_versions.retention import PruningInMemorySaver, PruningSqliteSaver, prune_thread
 from mcp_state_versions.scripted import ScriptedChatModel, call
@@ -306,8 +306,10 @@ async def test_a_run_start_in_memory_decodes_the_writes_and_no_checkpoint_but_th
         return loads(data)
 
     saver.serde.loads_typed = counting  # type: ignore[method-assign]
+    forget_histories(saver)  # what a run start reads with no earlier read to go on
     found = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
     first, decoded[:] = len(decoded), []
+    forget_histories(saver)
     again = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
     assert again == found and len(found["tool_state"]["writes"]) > 12
     writes = len(found["tool_state"]["writes"])
@@ -316,6 +318,54 @@ async def test_a_run_start_in_memory_decodes_the_writes_and_no_checkpoint_but_th
     # (the stock async read calls the sync one, which the saver overrides: call that directly)
     InMemorySaver.get_delta_channel_history(saver, config=config, channels=["tool_state"])
     assert len(decoded) > writes + 12 * 4  # and every checkpoint on the way
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_a_run_start_reads_only_the_writes_since_the_last_one(
+    kind: str, tmp_path: Any, thread_id: str
+) -> None:
+    """A run start reads tool_state's delta history up to the checkpoint the last run start
+    read it at, and takes the rest from that read: what it decodes is the writes since then,
+    not every write since the snapshot. The history is the one a fresh read gives, and a run
+    on another branch, which never passes that checkpoint, reads its own in full."""
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = agent_on(saver, snapshot_frequency=1000)
+        for turn in range(12):
+            await run_turn(agent, thread_id, "find Aarhus" if turn % 2 else "find Oslo")
+        head = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        config = (await saver.aget_tuple(head)).config
+        decoded: list[Any] = []
+        loads = saver.serde.loads_typed
+
+        def counting(data: Any) -> Any:
+            decoded.append(data)
+            return loads(data)
+
+        saver.serde.loads_typed = counting  # type: ignore[method-assign]
+        found = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
+        assert len(found["tool_state"]["writes"]) > 24 and len(decoded) < 12  # one turn's
+        forget_histories(saver)
+        decoded.clear()
+        fresh = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
+        assert len(decoded) >= len(fresh["tool_state"]["writes"]) > 12
+        assert [w[:2] for w in found["tool_state"]["writes"]] == [
+            w[:2] for w in fresh["tool_state"]["writes"]
+        ]
+        assert [w[2] for w in found["tool_state"]["writes"]] == [
+            w[2] for w in fresh["tool_state"]["writes"]
+        ]
+        assert ("seed" in found["tool_state"]) == ("seed" in fresh["tool_state"])
+        saver.serde.loads_typed = loads  # type: ignore[method-assign]
+        await fork_at(agent, thread_id, 3, "find Copenhagen")  # another branch, read in full
+        forked = (await saver.aget_tuple(head)).config
+        ours = await saver.aget_delta_channel_history(config=forked, channels=["tool_state"])
+        forget_histories(saver)
+        theirs = await saver.aget_delta_channel_history(config=forked, channels=["tool_state"])
+        assert [w[:2] for w in ours["tool_state"]["writes"]] == [
+            w[:2] for w in theirs["tool_state"]["writes"]
+        ]
+        state = (await agent.aget_state(head)).values["tool_state"]
+        assert state[BBOX]["value"] == CPH
 
 
 async def test_what_memory_parses_once_per_checkpoint_goes_with_the_checkpoint(

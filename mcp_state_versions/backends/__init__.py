@@ -33,6 +33,7 @@ raises :class:`NeedsAsync` instead of blocking. A new backend is one module with
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -427,6 +428,104 @@ def writes_by_checkpoint(
     for r in in_applied_order(rows, checkpoint_ids):
         found[r[0]].append(loads((r[4], r[5])))
     return found
+
+
+KNOWN_THREADS = 64
+"""Threads a saver remembers the last run start's delta history of (the least recently read
+give way first)."""
+
+KNOWN_BYTES = 8 * 1024 * 1024
+"""A delta history whose stored writes exceed this is not remembered."""
+
+_KNOWN = "_mcp_state_versions_known_histories"
+_KNOWN_LOCK = threading.Lock()
+
+
+class Known(NamedTuple):
+    """A remembered delta history (:func:`known_history`)."""
+
+    checkpoint_id: str
+    history: Mapping[str, Any]
+    stored_bytes: int
+
+
+def known_history(saver: Any, thread_id: str, namespace: str) -> Known | None:
+    """The delta history of ``tool_state`` this process last read at a run start of the
+    thread, or ``None``.
+
+    Why: every run start rebuilds ``tool_state`` from the writes since the last snapshot, and
+    reading them all again cost a run start time in proportion to how far the thread is past
+    its snapshot, which is what kept snapshots frequent (and storage above what changed). A
+    checkpoint's history is fixed once its ancestors are: the writes at a checkpoint are those
+    of the step after it, and the chain below it never changes. So a read that comes up the
+    parents to the remembered checkpoint needs only the writes above it; the rest is the
+    remembered history. A chain that does not pass through it (another branch, a newer
+    snapshot on the way) is read whole, as before.
+    """
+    with _KNOWN_LOCK:
+        return saver.__dict__.get(_KNOWN, {}).get((thread_id, namespace))  # type: ignore[no-any-return]
+
+
+def remember_history(
+    saver: Any,
+    thread_id: str,
+    namespace: str,
+    checkpoint_id: str,
+    history: Mapping[str, Any],
+    stored_bytes: int,
+) -> None:
+    """Remember ``history`` as ``checkpoint_id``'s (see :func:`known_history`), unless its
+    writes took more than :data:`KNOWN_BYTES` to store."""
+    with _KNOWN_LOCK:
+        known: dict[tuple[str, str], Any] = saver.__dict__.setdefault(_KNOWN, {})
+        known.pop((thread_id, namespace), None)
+        if stored_bytes > KNOWN_BYTES:
+            return
+        known[(thread_id, namespace)] = Known(checkpoint_id, dict(history), stored_bytes)
+        while len(known) > KNOWN_THREADS:
+            del known[next(iter(known))]  # dicts keep insertion order: least recent first
+
+
+def forget_histories(saver: Any, thread_id: str | None = None) -> None:
+    """Drop the remembered histories of ``thread_id`` (every thread: ``None``), as a thread's
+    deletion or a prune changes what its checkpoints are."""
+    with _KNOWN_LOCK:
+        known = saver.__dict__.get(_KNOWN)
+        if known:
+            for key in [key for key in known if thread_id is None or key[0] == thread_id]:
+                del known[key]
+
+
+def assembled(
+    saver: Any,
+    thread_id: str,
+    namespace: str,
+    checkpoint_id: str,
+    *,
+    known: Known | None,
+    chain: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    seed: Any,
+    remember: bool,
+) -> dict[str, Any]:
+    """A delta history from what a backend's read found: the write ``rows`` at ``chain`` (the
+    links above the checkpoint, newest first) on ``seed``; or, where the chain ended at the
+    remembered checkpoint ``known`` (one that holds no seed itself), the remembered writes,
+    then these, on its seed. ``remember``: keep it as the thread's (see
+    :func:`known_history`)."""
+    loads = saver.serde.loads_typed
+    size = sum(len(row[5] or b"") for row in rows)
+    if known is not None:  # the chain ended at it
+        history = {**known.history, "writes": [*known.history["writes"]]}
+        history["writes"] += pending_writes(rows, chain, loads)
+        size += known.stored_bytes
+    else:
+        history = {"writes": pending_writes(rows, chain, loads)}
+        if seed is not NOTHING_STORED:
+            history["seed"] = seed
+    if remember:
+        remember_history(saver, thread_id, namespace, checkpoint_id, history, size)
+    return history
 
 
 def in_applied_order(rows: Sequence[Sequence[Any]], chain: Sequence[str]) -> list[Sequence[Any]]:

@@ -13,7 +13,16 @@ from typing import Any
 
 from ..state import TURN_METADATA_KEY
 from ..storage import NOTHING_STORED, snapshot
-from . import TOOL_STATE, Backend, Link, LinkRow, pending_writes, writes_by_checkpoint
+from . import (
+    TOOL_STATE,
+    Backend,
+    Link,
+    LinkRow,
+    assembled,
+    forget_histories,
+    known_history,
+    writes_by_checkpoint,
+)
 
 __all__ = ["MemoryBackend", "delete_checkpoints", "forget"]
 
@@ -128,7 +137,7 @@ class MemoryBackend(Backend):
         return self.delta_history(thread_id, namespace, checkpoint_id)
 
     def delta_history(
-        self, thread_id: str, namespace: str, checkpoint_id: str | None
+        self, thread_id: str, namespace: str, checkpoint_id: str | None, *, remember: bool = False
     ) -> dict[str, Any]:
         """``tool_state``'s delta history at a checkpoint (the thread's newest when ``None``),
         in LangGraph's form: the seed, and the writes after it, oldest first.
@@ -142,15 +151,21 @@ class MemoryBackend(Backend):
         and the walk is dict lookups. The blob is what decides, not the delta counter in the
         metadata: blobs are shared by version, so a snapshot a prune writes for one checkpoint
         (:meth:`write_snapshot`) serves the others at that version too, counters and all.
+        Up to the checkpoint whose history a run start read last (:func:`known_history`), it
+        is that history; ``remember``: keep this one as that (a run start).
         """
         stored = self._stored(thread_id, namespace)
         if checkpoint_id is None:
             checkpoint_id = max(stored, default="")
+        known = known_history(self.saver, thread_id, namespace)
+        if known is not None and known.checkpoint_id == checkpoint_id:
+            return {**known.history, "writes": list(known.history["writes"])}
         blobs = self.saver.blobs  # type: ignore[attr-defined]
         saved = stored.get(checkpoint_id)
         current = saved[2] if saved is not None else None
         chain: list[str] = []
         seed: Any = NOTHING_STORED
+        reached = False
         while current is not None and (saved := stored.get(current)) is not None:
             chain.append(current)
             version = self._tool_state_version(thread_id, namespace, current, saved)
@@ -160,14 +175,22 @@ class MemoryBackend(Backend):
             if blob is not None and blob[0] != "empty":
                 seed = self.saver.serde.loads_typed(blob)
                 break
+            if known is not None and current == known.checkpoint_id:
+                reached = True  # the rest is the known history
+                break
             current = saved[2]
         rows = self._write_rows(thread_id, namespace, chain)
-        history: dict[str, Any] = {
-            "writes": pending_writes(rows, chain, self.saver.serde.loads_typed)
-        }
-        if seed is not NOTHING_STORED:
-            history["seed"] = seed
-        return history
+        return assembled(
+            self.saver,
+            thread_id,
+            namespace,
+            checkpoint_id,
+            known=known if reached else None,
+            chain=chain,
+            rows=rows,
+            seed=seed,
+            remember=remember,
+        )
 
     def _tool_state_version(
         self, thread_id: str, namespace: str, checkpoint_id: str, saved: Any
@@ -261,6 +284,7 @@ def forget(
     """Drop what the backend parsed of checkpoints that are deleted: ``checkpoint_ids`` of a
     namespace, or every checkpoint of the thread (``None``). Without it the parsed links and
     versions of deleted threads would stay in a long-running process's memory."""
+    forget_histories(saver, thread_id)
     for name in (_LINKS, _VERSIONS):
         cache = saver.__dict__.get(name)
         if not cache:

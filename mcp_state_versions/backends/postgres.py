@@ -23,7 +23,9 @@ from . import (
     LinkRow,
     NeedsAsync,
     SqlBackend,
-    pending_writes,
+    assembled,
+    forget_histories,
+    known_history,
     writes_by_checkpoint,
 )
 
@@ -72,7 +74,8 @@ _WRITES_SQL = (
 _DELTA_HISTORY_SQL = (
     # The parent chain from a checkpoint (itself first), one primary-key step at a time, up to
     # and including the first ancestor without a delta counter (the nearest that can hold
-    # tool_state whole); then tool_state's writes at the chain above the checkpoint itself,
+    # tool_state whole) or the one whose history is known (backends.known_history); then
+    # tool_state's writes at the chain above the checkpoint itself,
     # and the value stored at that ancestor's version. One round trip, where the saver's own
     # read takes two (its pages of checkpoints, then writes and seed).
     "WITH RECURSIVE chain(id, parent, version, counter, depth) AS ("
@@ -87,7 +90,7 @@ _DELTA_HISTORY_SQL = (
     "FROM chain CROSS JOIN LATERAL (SELECT checkpoint_id, parent_checkpoint_id, checkpoint, "
     "metadata FROM checkpoints WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s "
     "AND checkpoint_id = chain.parent LIMIT 1) c "
-    "WHERE chain.depth = 0 OR chain.counter IS NOT NULL), "
+    "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> %(known)s), "
     "last AS (SELECT id, version FROM chain WHERE depth > 0 ORDER BY depth DESC LIMIT 1) "
     "SELECT 'c', id, parent, version, depth, counter, NULL::bytea FROM chain "
     # (a lateral lookup per link too, OFFSET 0 keeping it one: as a join, it read all of the
@@ -192,22 +195,35 @@ class PostgresBackend(SqlBackend):
         return await self.delta_history(thread_id, namespace, checkpoint_id)
 
     async def delta_history(
-        self, thread_id: str, namespace: str, checkpoint_id: str
+        self, thread_id: str, namespace: str, checkpoint_id: str, *, remember: bool = False
     ) -> dict[str, Any]:
         """``tool_state``'s delta history at a checkpoint, in LangGraph's form (a
         ``DeltaChannelHistory``: the seed, and the writes after it, oldest first), read in one
-        statement (:data:`_DELTA_HISTORY_SQL`) that stops where the SQLite backend's does.
+        statement (:data:`_DELTA_HISTORY_SQL`) that stops where the SQLite backend's does, or
+        at the checkpoint whose history a run start read last (:func:`known_history`), whose
+        writes it then need not read again. ``remember``: keep this one as that (a run start).
 
         The saver's own read takes two round trips, and its lookup of writes by a list of
         checkpoints is a prepared statement, which PostgreSQL soon plans for any list: it then
         scans the thread's writes (see :func:`_run`).
         """
+        known = known_history(self.saver, thread_id, namespace)
+        if known is not None and known.checkpoint_id == checkpoint_id:
+            return {**known.history, "writes": list(known.history["writes"])}
         chain: list[str] = []
         rows: list[tuple[Any, ...]] = []
         seed: Any = NOTHING_STORED
         start: str | None = checkpoint_id
+        stop = "" if known is None else known.checkpoint_id
+        reached = False
         while start is not None:
-            params = {"thread": thread_id, "ns": namespace, "id": start, "ch": TOOL_STATE}
+            params = {
+                "thread": thread_id,
+                "ns": namespace,
+                "id": start,
+                "ch": TOOL_STATE,
+                "known": stop,
+            }
             found = await self._rows(_DELTA_HISTORY_SQL, params)
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
             if not links:
@@ -216,17 +232,24 @@ class PostgresBackend(SqlBackend):
             rows += [r[1:] for r in found if r[0] == "w"]
             stored = [r for r in found if r[0] == "s" and r[5] != "empty"]
             last, start = links[-1], None
-            if len(links) > 1:  # it stopped at a checkpoint without a counter, or a missing one
+            reached = last[1] == stop and last[5] is not None  # known, and no seed itself
+            if len(links) > 1 and not reached:
+                # it stopped at a checkpoint without a counter, or a missing one
                 if stored:
                     seed = self.saver.serde.loads_typed((stored[0][5], stored[0][6]))
                 elif last[5] is None and last[2] is not None:
                     start = last[1]  # no value where one could be: keep walking
-        history: dict[str, Any] = {
-            "writes": pending_writes(rows, chain, self.saver.serde.loads_typed)
-        }
-        if seed is not NOTHING_STORED:
-            history["seed"] = seed
-        return history
+        return assembled(
+            self.saver,
+            thread_id,
+            namespace,
+            checkpoint_id,
+            known=known if reached else None,
+            chain=chain,
+            rows=rows,
+            seed=seed,
+            remember=remember,
+        )
 
     async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
@@ -302,6 +325,7 @@ class PostgresBackend(SqlBackend):
         return total + int(rows[0][0])
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
+        forget_histories(self.saver, thread_id)
         if not checkpoint_ids:
             return
         ids = list(checkpoint_ids)

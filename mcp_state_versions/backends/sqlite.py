@@ -32,7 +32,9 @@ from . import (
     LinkRow,
     NeedsAsync,
     SqlBackend,
-    pending_writes,
+    assembled,
+    forget_histories,
+    known_history,
     writes_by_checkpoint,
 )
 
@@ -85,15 +87,16 @@ def _index_sql() -> list[str]:
 
 _CHAIN_SQL = (
     # The parent chain from a checkpoint (itself first), by primary-key steps on the covering
-    # index, up to and including the first ancestor without delta counters: the nearest one
-    # that can hold tool_state whole. SQLite yields recursive rows as it makes them.
+    # index, up to and including the first ancestor without delta counters (the nearest one
+    # that can hold tool_state whole) or the one whose history is known
+    # (backends.known_history). SQLite yields recursive rows as it makes them.
     "WITH RECURSIVE chain(id, parent, counter, depth) AS ("
     f"SELECT checkpoint_id, parent_checkpoint_id, {_COUNTER}, 0 FROM checkpoints "
     f"INDEXED BY {INDEX_NAME} WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
     f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_counter('c.')}, "
     f"chain.depth + 1 FROM chain CROSS JOIN checkpoints c INDEXED BY {INDEX_NAME} "
     "ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = chain.parent "
-    "WHERE chain.depth = 0 OR chain.counter IS NOT NULL)"
+    "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> ?)"
 )
 
 
@@ -274,10 +277,12 @@ class SqliteBackend(SqlBackend):
         return await self.delta_history(thread_id, namespace, checkpoint_id)
 
     async def delta_history(
-        self, thread_id: str, namespace: str, checkpoint_id: str
+        self, thread_id: str, namespace: str, checkpoint_id: str, *, remember: bool = False
     ) -> dict[str, Any]:
         """``tool_state``'s delta history at a checkpoint, in LangGraph's form (a
-        ``DeltaChannelHistory``: the seed, and the writes after it, oldest first).
+        ``DeltaChannelHistory``: the seed, and the writes after it, oldest first); up to the
+        checkpoint whose history a run start read last (:func:`known_history`), it is that
+        history. ``remember``: keep this one as that (a run start).
 
         The saver's own ``get_delta_channel_history`` decodes every checkpoint on the way to the
         seed, each with the whole message list, so a run start on a long thread cost seconds.
@@ -287,15 +292,20 @@ class SqliteBackend(SqlBackend):
         """
         if not await self._indexed():
             return dict(await super()._delta_history(thread_id, namespace, checkpoint_id))
+        known = known_history(self.saver, thread_id, namespace)
+        if known is not None and known.checkpoint_id == checkpoint_id:
+            return {**known.history, "writes": list(known.history["writes"])}
         path = "w.task_path" if getattr(self.saver, "_has_task_path", True) else "''"
         sql = _delta_history_sql(path)
         chain: list[str] = []
         rows: list[tuple[Any, ...]] = []
         seed: Any = NOTHING_STORED
         start = checkpoint_id
+        stop = "" if known is None else known.checkpoint_id
+        reached = False
         while start is not None:
             where = (thread_id, namespace)
-            params = (*where, start, *where, *where, TOOL_STATE, *where)
+            params = (*where, start, *where, stop, *where, TOOL_STATE, *where)
             found = await self._rows(sql, params)
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
             if not links:
@@ -303,19 +313,26 @@ class SqliteBackend(SqlBackend):
             chain.extend(link[1] for link in links[1:])
             rows += [r[1:] for r in found if r[0] == "w"]
             last, start = links[-1], None
-            if len(links) > 1:  # it stopped at a checkpoint without counters, or a missing parent
+            reached = last[1] == stop and last[3] is not None  # known, and no seed itself
+            if len(links) > 1 and not reached:
+                # it stopped at a checkpoint without counters, or a missing parent
                 row = next((r for r in found if r[0] == "s"), None)
                 stored = None if row is None else self._stored_in(row[5], row[6])
                 if stored is not None and stored is not NOTHING_STORED:
                     seed = stored
                 elif last[3] is None and last[2] is not None:
                     start = last[1]  # no value where one could be: keep walking
-        history: dict[str, Any] = {
-            "writes": pending_writes(rows, chain, self.saver.serde.loads_typed)
-        }
-        if seed is not NOTHING_STORED:
-            history["seed"] = seed
-        return history
+        return assembled(
+            self.saver,
+            thread_id,
+            namespace,
+            checkpoint_id,
+            known=known if reached else None,
+            chain=chain,
+            rows=rows,
+            seed=seed,
+            remember=remember,
+        )
 
     async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
@@ -341,6 +358,7 @@ class SqliteBackend(SqlBackend):
         return found
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
+        forget_histories(self.saver, thread_id)
         if not checkpoint_ids:
             return
         marks = ",".join("?" * len(checkpoint_ids))
@@ -411,6 +429,7 @@ class SqliteBackend(SqlBackend):
 
     async def keep_latest(self, thread_id: str) -> None:
         """``aprune(strategy="keep_latest")``: every namespace keeps its newest checkpoint."""
+        forget_histories(self.saver, thread_id)
         await self._write(
             [
                 (
