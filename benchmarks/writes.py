@@ -24,7 +24,7 @@ Then, on the library's thread: the time to load its state at run start (``aget_s
 replays the writes since the last snapshot) against the plain agent's, after the measured
 turns; and, once its cycle is complete, what rebuilding ``tool_state`` cost at the run start
 furthest from a snapshot (the one whose turn took the cycle's snapshot): the saver's delta
-history read and the replay of its writes, in a process that remembers no earlier replay.
+history read and the replay of its writes, in a process that remembers no earlier read or replay.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from mcp_state_versions import build_agent, publish, run_turn
+from mcp_state_versions.backends import forget_histories
 from mcp_state_versions.backends.sqlite import _unpack
 from mcp_state_versions.scripted import ScriptedChatModel, call
 from mcp_state_versions.storage import DEFAULT_SNAPSHOT_FREQUENCY, REPLAYS, replay
@@ -283,10 +284,12 @@ async def _since_snapshot(agent: Any, config: Any) -> tuple[int | None, Any]:
 async def _rebuild(saver: Any, config: Any) -> dict[str, float]:
     """What rebuilding ``tool_state`` costs at the run start furthest from a snapshot (the one
     that took the cycle's snapshot): the saver's delta history read, and the replay of its
-    writes, in a process that remembers no earlier replay (a restart's first run); medians."""
+    writes, in a process that remembers no earlier read or replay (a restart's first run);
+    medians."""
     reads, replays = [], []
     for _ in range(5):
         REPLAYS.clear()
+        forget_histories(saver)
         start = time.perf_counter()
         found = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
         middle = time.perf_counter()

@@ -430,12 +430,10 @@ def writes_by_checkpoint(
     return found
 
 
-KNOWN_THREADS = 64
-"""Threads a saver remembers the last run start's delta history of (the least recently read
-give way first)."""
-
-KNOWN_BYTES = 8 * 1024 * 1024
-"""A delta history whose stored writes exceed this is not remembered."""
+KNOWN_BYTES = 64 * 1024 * 1024
+"""The stored bytes of writes a saver's remembered delta histories may hold together; the least
+recently read give way first, and the one just read is always kept (the snapshot cadence
+bounds it: writes since a snapshot stay within a few times the state's size)."""
 
 _KNOWN = "_mcp_state_versions_known_histories"
 _KNOWN_LOCK = threading.Lock()
@@ -474,16 +472,15 @@ def remember_history(
     history: Mapping[str, Any],
     stored_bytes: int,
 ) -> None:
-    """Remember ``history`` as ``checkpoint_id``'s (see :func:`known_history`), unless its
-    writes took more than :data:`KNOWN_BYTES` to store."""
+    """Remember ``history`` as ``checkpoint_id``'s (see :func:`known_history`), within
+    :data:`KNOWN_BYTES` with the others."""
     with _KNOWN_LOCK:
-        known: dict[tuple[str, str], Any] = saver.__dict__.setdefault(_KNOWN, {})
+        known: dict[tuple[str, str], Known] = saver.__dict__.setdefault(_KNOWN, {})
         known.pop((thread_id, namespace), None)
-        if stored_bytes > KNOWN_BYTES:
-            return
+        total = sum(found.stored_bytes for found in known.values()) + stored_bytes
+        while known and total > KNOWN_BYTES:
+            total -= known.pop(next(iter(known))).stored_bytes  # dicts keep insertion order
         known[(thread_id, namespace)] = Known(checkpoint_id, dict(history), stored_bytes)
-        while len(known) > KNOWN_THREADS:
-            del known[next(iter(known))]  # dicts keep insertion order: least recent first
 
 
 def forget_histories(saver: Any, thread_id: str | None = None) -> None:
