@@ -525,6 +525,73 @@ def assembled(
     return history
 
 
+class ChainRead(NamedTuple):
+    """What one statement of a backend's delta-history read found (see :func:`chained_history`).
+
+    ``links``: ``(checkpoint id, parent id, has a delta counter)`` of the parent chain it
+    walked, the checkpoint it started at first, to the first without a counter (one that can
+    hold ``tool_state`` whole) or the remembered one; ``writes``: the stored write rows of the
+    links after the first; ``seed``: the value the last link stores, decoded only when asked
+    (:data:`~mcp_state_versions.storage.NOTHING_STORED` where it stores none)."""
+
+    links: Sequence[tuple[str, str | None, bool]]
+    writes: Sequence[Sequence[Any]]
+    seed: Callable[[], Any]
+
+
+async def chained_history(
+    saver: Any,
+    thread_id: str,
+    namespace: str,
+    checkpoint_id: str,
+    read: Callable[[str, str], Coroutine[Any, Any, ChainRead]],
+    *,
+    remember: bool,
+) -> dict[str, Any]:
+    """``tool_state``'s delta history at a checkpoint, from a backend's one-statement ``read``
+    (``read(start, stop)``: the chain from ``start`` up to ``stop``, the checkpoint whose
+    history a run start read last, or ``""``), read again from where a chain without a counter
+    stored no value (a checkpoint written before the channel was); see :func:`assembled`.
+
+    The database backends share this loop, so what a chain's end means (a seed, the known
+    history, or a gap to walk past) is decided in one place; their SQL stays their own."""
+    known = known_history(saver, thread_id, namespace)
+    if known is not None and known.checkpoint_id == checkpoint_id:
+        return {**known.history, "writes": list(known.history["writes"])}
+    chain: list[str] = []
+    rows: list[Sequence[Any]] = []
+    seed: Any = NOTHING_STORED
+    start: str | None = checkpoint_id
+    stop = "" if known is None else known.checkpoint_id
+    reached = False
+    while start is not None:
+        found = await read(start, stop)
+        if not found.links:
+            break
+        chain.extend(link[0] for link in found.links[1:])
+        rows += found.writes
+        (last, parent, counted), start = found.links[-1], None
+        reached = last == stop and counted  # known, and no seed itself
+        if len(found.links) > 1 and not reached:
+            # it stopped at a checkpoint without a counter, or a missing parent
+            stored = found.seed()
+            if stored is not NOTHING_STORED:
+                seed = stored
+            elif not counted and parent is not None:
+                start = last  # no value where one could be: keep walking
+    return assembled(
+        saver,
+        thread_id,
+        namespace,
+        checkpoint_id,
+        known=known if reached else None,
+        chain=chain,
+        rows=rows,
+        seed=seed,
+        remember=remember,
+    )
+
+
 def in_applied_order(rows: Sequence[Sequence[Any]], chain: Sequence[str]) -> list[Sequence[Any]]:
     """Stored write rows ``(checkpoint_id, task_path, task_id, idx, type, blob)`` of the
     checkpoints in ``chain`` (newest first), oldest checkpoint first and, within one, in the

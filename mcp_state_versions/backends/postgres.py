@@ -20,12 +20,12 @@ from typing import Any
 from ..storage import NOTHING_STORED, snapshot
 from . import (
     TOOL_STATE,
+    ChainRead,
     LinkRow,
     NeedsAsync,
     SqlBackend,
-    assembled,
+    chained_history,
     forget_histories,
-    known_history,
     writes_by_checkpoint,
 )
 
@@ -207,48 +207,21 @@ class PostgresBackend(SqlBackend):
         checkpoints is a prepared statement, which PostgreSQL soon plans for any list: it then
         scans the thread's writes (see :func:`_run`).
         """
-        known = known_history(self.saver, thread_id, namespace)
-        if known is not None and known.checkpoint_id == checkpoint_id:
-            return {**known.history, "writes": list(known.history["writes"])}
-        chain: list[str] = []
-        rows: list[tuple[Any, ...]] = []
-        seed: Any = NOTHING_STORED
-        start: str | None = checkpoint_id
-        stop = "" if known is None else known.checkpoint_id
-        reached = False
-        while start is not None:
-            params = {
-                "thread": thread_id,
-                "ns": namespace,
-                "id": start,
-                "ch": TOOL_STATE,
-                "known": stop,
-            }
-            found = await self._rows(_DELTA_HISTORY_SQL, params)
+        loads = self.saver.serde.loads_typed
+
+        async def read(start: str, stop: str) -> ChainRead:
+            params = {"thread": thread_id, "ns": namespace, "id": start, "known": stop}
+            found = await self._rows(_DELTA_HISTORY_SQL, {**params, "ch": TOOL_STATE})
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
-            if not links:
-                break
-            chain.extend(link[1] for link in links[1:])
-            rows += [r[1:] for r in found if r[0] == "w"]
             stored = [r for r in found if r[0] == "s" and r[5] != "empty"]
-            last, start = links[-1], None
-            reached = last[1] == stop and last[5] is not None  # known, and no seed itself
-            if len(links) > 1 and not reached:
-                # it stopped at a checkpoint without a counter, or a missing one
-                if stored:
-                    seed = self.saver.serde.loads_typed((stored[0][5], stored[0][6]))
-                elif last[5] is None and last[2] is not None:
-                    start = last[1]  # no value where one could be: keep walking
-        return assembled(
-            self.saver,
-            thread_id,
-            namespace,
-            checkpoint_id,
-            known=known if reached else None,
-            chain=chain,
-            rows=rows,
-            seed=seed,
-            remember=remember,
+            return ChainRead(
+                [(r[1], r[2], r[5] is not None) for r in links],
+                [r[1:] for r in found if r[0] == "w"],
+                lambda: loads((stored[0][5], stored[0][6])) if stored else NOTHING_STORED,
+            )
+
+        return await chained_history(
+            self.saver, thread_id, namespace, checkpoint_id, read, remember=remember
         )
 
     async def writes_of(

@@ -29,12 +29,12 @@ from . import (
     ID,
     TOOL_STATE,
     UNREAD,
+    ChainRead,
     LinkRow,
     NeedsAsync,
     SqlBackend,
-    assembled,
+    chained_history,
     forget_histories,
-    known_history,
     writes_by_checkpoint,
 )
 
@@ -292,46 +292,27 @@ class SqliteBackend(SqlBackend):
         """
         if not await self._indexed():
             return dict(await super()._delta_history(thread_id, namespace, checkpoint_id))
-        known = known_history(self.saver, thread_id, namespace)
-        if known is not None and known.checkpoint_id == checkpoint_id:
-            return {**known.history, "writes": list(known.history["writes"])}
         path = "w.task_path" if getattr(self.saver, "_has_task_path", True) else "''"
         sql = _delta_history_sql(path)
-        chain: list[str] = []
-        rows: list[tuple[Any, ...]] = []
-        seed: Any = NOTHING_STORED
-        start = checkpoint_id
-        stop = "" if known is None else known.checkpoint_id
-        reached = False
-        while start is not None:
+
+        async def read(start: str, stop: str) -> ChainRead:
             where = (thread_id, namespace)
-            params = (*where, start, *where, stop, *where, TOOL_STATE, *where)
-            found = await self._rows(sql, params)
+            found = await self._rows(sql, (*where, start, *where, stop, *where, TOOL_STATE, *where))
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
-            if not links:
-                break
-            chain.extend(link[1] for link in links[1:])
-            rows += [r[1:] for r in found if r[0] == "w"]
-            last, start = links[-1], None
-            reached = last[1] == stop and last[3] is not None  # known, and no seed itself
-            if len(links) > 1 and not reached:
-                # it stopped at a checkpoint without counters, or a missing parent
-                row = next((r for r in found if r[0] == "s"), None)
+            row = next((r for r in found if r[0] == "s"), None)
+
+            def seed() -> Any:
                 stored = None if row is None else self._stored_in(row[5], row[6])
-                if stored is not None and stored is not NOTHING_STORED:
-                    seed = stored
-                elif last[3] is None and last[2] is not None:
-                    start = last[1]  # no value where one could be: keep walking
-        return assembled(
-            self.saver,
-            thread_id,
-            namespace,
-            checkpoint_id,
-            known=known if reached else None,
-            chain=chain,
-            rows=rows,
-            seed=seed,
-            remember=remember,
+                return NOTHING_STORED if stored is None else stored  # None: never written
+
+            return ChainRead(
+                [(r[1], r[2], r[3] is not None) for r in links],
+                [r[1:] for r in found if r[0] == "w"],
+                seed,
+            )
+
+        return await chained_history(
+            self.saver, thread_id, namespace, checkpoint_id, read, remember=remember
         )
 
     async def writes_of(
