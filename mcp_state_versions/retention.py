@@ -23,11 +23,11 @@ in it as a snapshot (:func:`seal`). Only then are the ancestors deleted.
 from __future__ import annotations
 
 import select
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -38,6 +38,9 @@ from .backends.memory import MemoryBackend, delete_checkpoints, forget
 from .backends.sqlite import SqliteBackend
 from .clock import turn_at
 from .storage import NOTHING_STORED
+
+if TYPE_CHECKING:
+    from .backends.postgres import PostgresBackend
 
 __all__ = [
     "PruneResult",
@@ -125,22 +128,10 @@ class PruningSqliteSaver(AsyncSqliteSaver):
     async def aget_delta_channel_history(
         self, *, config: Any, channels: Sequence[str]
     ) -> Mapping[str, Any]:
-        configurable = config["configurable"]
-        checkpoint_id = configurable.get("checkpoint_id")
-        if TOOL_STATE not in channels or not checkpoint_id:
-            return await super().aget_delta_channel_history(config=config, channels=channels)
         backend = SqliteBackend(self, sync=False, native_sync=False)
         if not await backend._indexed():  # a file opened read-only, which no writer indexed
             return await super().aget_delta_channel_history(config=config, channels=channels)
-        rest = [channel for channel in channels if channel != TOOL_STATE]
-        found = dict(await super().aget_delta_channel_history(config=config, channels=rest))
-        found[TOOL_STATE] = await backend.delta_history(
-            str(configurable["thread_id"]),
-            configurable.get("checkpoint_ns", ""),
-            checkpoint_id,
-            remember=True,
-        )
-        return found
+        return await delta_histories(super().aget_delta_channel_history, backend, config, channels)
 
     async def setup(self) -> None:
         """The saver's tables, and the lineage index its readers walk by (a writer makes it;
@@ -161,6 +152,30 @@ class PruningSqliteSaver(AsyncSqliteSaver):
             for namespace, latest in await backend.latest_per_namespace(thread_id):
                 await seal(backend, thread_id, namespace, latest)
             await backend.keep_latest(thread_id)
+
+
+async def delta_histories(
+    stock: Callable[..., Awaitable[Mapping[str, Any]]],
+    backend: SqliteBackend | PostgresBackend,
+    config: Any,
+    channels: Sequence[str],
+) -> Mapping[str, Any]:
+    """A database saver's ``aget_delta_channel_history``: ``tool_state``'s read by ``backend``
+    (its ``delta_history``, remembered as the run start's it is), any other channel's by the
+    saver's own read (``stock``), which also answers a config naming no checkpoint."""
+    configurable = config["configurable"]
+    checkpoint_id = configurable.get("checkpoint_id")
+    if TOOL_STATE not in channels or not checkpoint_id:
+        return await stock(config=config, channels=channels)
+    rest = [channel for channel in channels if channel != TOOL_STATE]
+    found = dict(await stock(config=config, channels=rest))
+    found[TOOL_STATE] = await backend.delta_history(
+        str(configurable["thread_id"]),
+        configurable.get("checkpoint_ns", ""),
+        checkpoint_id,
+        remember=True,
+    )
+    return found
 
 
 async def seal(backend: Backend, thread_id: str, namespace: str, checkpoint_id: str) -> None:
@@ -200,20 +215,9 @@ def _postgres_saver_class() -> Any:
         async def aget_delta_channel_history(
             self, *, config: Any, channels: Sequence[str]
         ) -> Mapping[str, Any]:
-            configurable = config["configurable"]
-            checkpoint_id = configurable.get("checkpoint_id")
-            if TOOL_STATE not in channels or not checkpoint_id:
-                return await super().aget_delta_channel_history(config=config, channels=channels)
-            rest = [channel for channel in channels if channel != TOOL_STATE]
-            found = dict(await super().aget_delta_channel_history(config=config, channels=rest))
             backend = PostgresBackend(self, sync=False, native_sync=False)
-            found[TOOL_STATE] = await backend.delta_history(
-                str(configurable["thread_id"]),
-                configurable.get("checkpoint_ns", ""),
-                checkpoint_id,
-                remember=True,
-            )
-            return found
+            stock = super().aget_delta_channel_history
+            return await delta_histories(stock, backend, config, channels)
 
     return DeltaReadingPostgresSaver
 
