@@ -32,6 +32,20 @@ def agent_on(saver: Any, **options: Any) -> Any:
     return build_agent(ScriptedChatModel(respond=respond), [get_aoi], checkpointer=saver, **options)
 
 
+def count_decodes(saver: Any) -> list[Any]:
+    """What ``saver``'s serializer decodes from now on, one item a value, in a list that the
+    caller may clear between reads."""
+    decoded: list[Any] = []
+    loads = saver.serde.loads_typed
+
+    def counting(data: Any) -> Any:
+        decoded.append(data)
+        return loads(data)
+
+    saver.serde.loads_typed = counting
+    return decoded
+
+
 async def end_of_turn_checkpoint(agent: Any, thread_id: str, turn: int) -> str:
     """The id of the checkpoint that ended ``turn`` on the current branch (walking parents)."""
     snapshot = await agent.aget_state({"configurable": {"thread_id": thread_id}})

@@ -25,7 +25,7 @@ from mcp_state_versions.state import make_merge_tool_state, merge_tool_state, re
 from mcp_state_versions.storage import NOTHING_STORED, batched, replay, snapshot, stored_value
 
 from .conftest import BACKENDS, open_backend
-from .helpers import BBOX, agent_on, answers, fork_at, plain
+from .helpers import BBOX, agent_on, answers, count_decodes, fork_at, plain
 from .test_state import clocked_updates
 
 FIXTURE = Path(__file__).parent / "fixtures" / "previous_release.sqlite"
@@ -298,14 +298,7 @@ async def test_a_run_start_in_memory_decodes_the_writes_and_no_checkpoint_but_th
     for turn in range(12):
         await run_turn(agent, thread_id, "find Aarhus" if turn % 2 else "find Oslo")
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    decoded: list[bytes] = []
-    loads = saver.serde.loads_typed
-
-    def counting(data: Any) -> Any:
-        decoded.append(data)
-        return loads(data)
-
-    saver.serde.loads_typed = counting  # type: ignore[method-assign]
+    decoded = count_decodes(saver)
     forget_histories(saver)  # what a run start reads with no earlier read to go on
     found = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
     first, decoded[:] = len(decoded), []
@@ -334,14 +327,7 @@ async def test_a_run_start_reads_only_the_writes_since_the_last_one(
             await run_turn(agent, thread_id, "find Aarhus" if turn % 2 else "find Oslo")
         head = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
         config = (await saver.aget_tuple(head)).config
-        decoded: list[Any] = []
-        loads = saver.serde.loads_typed
-
-        def counting(data: Any) -> Any:
-            decoded.append(data)
-            return loads(data)
-
-        saver.serde.loads_typed = counting  # type: ignore[method-assign]
+        decoded = count_decodes(saver)
         found = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
         assert len(found["tool_state"]["writes"]) > 24 and len(decoded) < 12  # one turn's
         forget_histories(saver)
@@ -355,7 +341,6 @@ async def test_a_run_start_reads_only_the_writes_since_the_last_one(
             w[2] for w in fresh["tool_state"]["writes"]
         ]
         assert ("seed" in found["tool_state"]) == ("seed" in fresh["tool_state"])
-        saver.serde.loads_typed = loads  # type: ignore[method-assign]
         await fork_at(agent, thread_id, 3, "find Copenhagen")  # another branch, read in full
         forked = (await saver.aget_tuple(head)).config
         ours = await saver.aget_delta_channel_history(config=forked, channels=["tool_state"])
