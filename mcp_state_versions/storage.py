@@ -65,22 +65,22 @@ __all__ = [
 Reducer = Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], dict[str, Any]]
 
 DEFAULT_SNAPSHOT_FREQUENCY = 3000
-"""The most updates of ``tool_state`` (about three a turn), and the most key writes, between
-whole snapshots.
+"""The most updates of ``tool_state`` (about three a turn), and the most key writes, between whole
+snapshots.
 
 Within it, the cadence follows what was written (:class:`ToolStateChannel`). Every snapshot
 stores the whole session state once, so a rarer one stores less per turn. Every run starts by
 rebuilding ``tool_state`` from the last snapshot and the writes since; a process that ran the
 thread's last run start reads and merges only the writes since then (the savers' remembered
-delta history, :func:`~mcp_state_versions.backends.known_history`, and :data:`REPLAYS`), so
-in a running service a rarer snapshot costs a run start nothing more. What it does cost is the
-first run start after a restart, and a read beyond the ring, which replay the writes from the
-snapshot (about 20 µs a small write, measured). Many small values rewritten a few at a time are
-where this cap decides: at 500 × 200 B with two rewritten a turn, the byte rule alone would take
-a snapshot about every 975 turns, this cap takes one every 1,000, and a turn stores about 1.8
-times the bytes it changed (at 1,000 updates it was every 333 turns and 2.6 times); the first
-run start after a restart then replays up to 3,000 writes, about 70 ms. Measured in ``python -m
-benchmarks`` (README)."""
+delta history, :func:`~mcp_state_versions.backends.known_history`, and :data:`REPLAYS`), so in a
+running service a rarer snapshot costs a run start nothing more. What it does cost is the first
+run start after a restart, and a read beyond the ring, which replay the writes from the snapshot
+(20–35 µs a small write, read and merged, measured). Many small values rewritten a few at a time
+are where this cap decides: at 500 × 200 B with two rewritten a turn, the byte rule alone would
+take a snapshot about every 975 turns, this cap takes one every 1,000, and a turn stores about
+1.8 times the bytes it changed (at 1,000 updates it was every 333 turns and 2.6 times); the
+first run start after a restart then reads and replays up to 3,000 writes, 50 ms in memory and
+105–110 ms on SQLite and PostgreSQL. Measured in ``python -m benchmarks`` (README)."""
 
 SNAPSHOT_RATIO = 3
 """Bytes written since the last snapshot, as a multiple of a snapshot's size, that call for the

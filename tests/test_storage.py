@@ -353,6 +353,41 @@ async def test_a_run_start_reads_only_the_writes_since_the_last_one(
         assert state[BBOX]["value"] == CPH
 
 
+def test_remembered_histories_share_one_budget_least_recently_read_out_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A saver's remembered run-start histories stay within KNOWN_BYTES together: the least
+    recently read give way first, the one just read is kept even alone over the budget, and a
+    forgotten thread's bytes are free again."""
+    from types import SimpleNamespace
+
+    from mcp_state_versions import backends
+
+    monkeypatch.setattr(backends, "KNOWN_BYTES", 100)
+    saver = SimpleNamespace()
+
+    def remember(thread: str, size: int) -> None:
+        backends.remember_history(saver, thread, "", f"at-{thread}", {"writes": []}, size)
+
+    def kept() -> set[str]:
+        return {t for t in "abcdefg" if backends.known_history(saver, t, "") is not None}
+
+    remember("a", 40)
+    remember("b", 40)
+    remember("a", 40)  # read again: now the most recent
+    remember("c", 40)  # 120 bytes: b, the least recently read, gives way
+    assert kept() == {"a", "c"}
+    assert backends.known_history(saver, "c", "") == backends.Known("at-c", {"writes": []}, 40)
+    remember("d", 500)  # over the budget alone: kept, and everything else gives way
+    assert kept() == {"d"}
+    forget_histories(saver, "d")
+    remember("e", 60)
+    remember("f", 40)  # 100 bytes: within the budget once d's are free
+    assert kept() == {"e", "f"}
+    forget_histories(saver)
+    assert kept() == set()
+
+
 async def test_what_memory_parses_once_per_checkpoint_goes_with_the_checkpoint(
     thread_id: str,
 ) -> None:

@@ -447,6 +447,27 @@ class Known(NamedTuple):
     stored_bytes: int
 
 
+class _Remembered:
+    """A saver's remembered histories, least recently read first, and their stored bytes
+    together (kept as they change, so a run start does not add them all up again)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, str], Known] = {}
+        self.total = 0
+
+    def put(self, key: tuple[str, str], known: Known) -> None:
+        self.pop(key)
+        while self.entries and self.total + known.stored_bytes > KNOWN_BYTES:
+            self.pop(next(iter(self.entries)))  # dicts keep insertion order
+        self.entries[key] = known
+        self.total += known.stored_bytes
+
+    def pop(self, key: tuple[str, str]) -> None:
+        found = self.entries.pop(key, None)
+        if found is not None:
+            self.total -= found.stored_bytes
+
+
 def known_history(saver: Any, thread_id: str, namespace: str) -> Known | None:
     """The delta history of ``tool_state`` this process last read at a run start of the
     thread, or ``None``.
@@ -461,7 +482,8 @@ def known_history(saver: Any, thread_id: str, namespace: str) -> Known | None:
     snapshot on the way) is read whole, as before.
     """
     with _KNOWN_LOCK:
-        return saver.__dict__.get(_KNOWN, {}).get((thread_id, namespace))  # type: ignore[no-any-return]
+        remembered = saver.__dict__.get(_KNOWN)
+        return None if remembered is None else remembered.entries.get((thread_id, namespace))
 
 
 def remember_history(
@@ -475,22 +497,18 @@ def remember_history(
     """Remember ``history`` as ``checkpoint_id``'s (see :func:`known_history`), within
     :data:`KNOWN_BYTES` with the others."""
     with _KNOWN_LOCK:
-        known: dict[tuple[str, str], Known] = saver.__dict__.setdefault(_KNOWN, {})
-        known.pop((thread_id, namespace), None)
-        total = sum(found.stored_bytes for found in known.values()) + stored_bytes
-        while known and total > KNOWN_BYTES:
-            total -= known.pop(next(iter(known))).stored_bytes  # dicts keep insertion order
-        known[(thread_id, namespace)] = Known(checkpoint_id, dict(history), stored_bytes)
+        remembered: _Remembered = saver.__dict__.setdefault(_KNOWN, _Remembered())
+        remembered.put((thread_id, namespace), Known(checkpoint_id, dict(history), stored_bytes))
 
 
 def forget_histories(saver: Any, thread_id: str | None = None) -> None:
     """Drop the remembered histories of ``thread_id`` (every thread: ``None``), as a thread's
     deletion or a prune changes what its checkpoints are."""
     with _KNOWN_LOCK:
-        known = saver.__dict__.get(_KNOWN)
-        if known:
-            for key in [key for key in known if thread_id is None or key[0] == thread_id]:
-                del known[key]
+        remembered: _Remembered | None = saver.__dict__.get(_KNOWN)
+        if remembered is not None:
+            for key in [k for k in remembered.entries if thread_id is None or k[0] == thread_id]:
+                remembered.pop(key)
 
 
 def assembled(
