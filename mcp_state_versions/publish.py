@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -67,14 +67,48 @@ holds it and in any copy of the database; a credential must not be among it."""
 
 _SEPARATORS = re.compile(r"[-_. ]")
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_NO_CALLS = frozenset({HumanMessage, ToolMessage, SystemMessage})
+_JSON_AS_IS = frozenset({str, int, bool, type(None)})
+"""Types whose values are their own JSON data (a float is not: NaN and infinity become null)."""
 
 
-@functools.lru_cache(maxsize=4096)
-def _secret(secret_names: str, name: str) -> bool:
-    """Whether field ``name`` matches ``secret_names``. Cached: a tool publishes the same field
-    names call after call, and matching each again was a third of a publish of 500 fields."""
-    pattern = re.compile(secret_names, re.IGNORECASE)
-    return bool(pattern.search(_SEPARATORS.sub("", name.lower())))
+_SECRET_MEMO_NAMES = 4096
+_secret_memo: dict[str, dict[str, bool]] = {}
+
+
+def _secret_names_test(secret_names: str) -> dict[str, bool]:
+    """Field names already matched against ``secret_names``, with the answers.
+
+    A tool publishes the same field names call after call, and matching each again was a
+    third of a publish of 500 fields; a lookup by the name alone (its hash is cached on the
+    string) is the cheapest test left. Bounded: past :data:`_SECRET_MEMO_NAMES` names it
+    starts over."""
+    memo = _secret_memo.get(secret_names)
+    if memo is None or len(memo) > _SECRET_MEMO_NAMES:
+        if len(_secret_memo) > 16:
+            _secret_memo.clear()
+        memo = _secret_memo[secret_names] = {}
+    return memo
+
+
+def _secret(secret_names: str, name: Any, memo: dict[str, bool]) -> bool:
+    """Whether field ``name`` matches ``secret_names`` (remembered in ``memo``)."""
+    if not isinstance(name, str):
+        return False
+    found = memo.get(name)
+    if found is None:
+        pattern = _compiled(secret_names)
+        found = memo[name] = bool(pattern.search(_SEPARATORS.sub("", name.lower())))
+    return found
+
+
+def _at(path: str, name: Any) -> str:
+    return f"{path}.{name}" if path else str(name)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(secret_names: str) -> re.Pattern[str]:
+    return re.compile(secret_names, re.IGNORECASE)
 
 
 def withheld(
@@ -86,9 +120,7 @@ def withheld(
     if not secret_names:
         return dict(fields), []
     gone: list[str] = []
-
-    def secret(name: Any) -> bool:
-        return isinstance(name, str) and _secret(secret_names, name)
+    memo = _secret_names_test(secret_names)
 
     def kept(value: Any, path: str) -> Any:
         if type(value) in _SCALARS:  # most fields: nothing inside to look at
@@ -96,11 +128,11 @@ def withheld(
         if isinstance(value, Mapping):
             out = {}
             for name, inner in value.items():
-                where = f"{path}.{name}" if path else str(name)
-                if secret(name):
-                    gone.append(where)
+                # (a name already matched is one lookup: no call per field)
+                if memo.get(name) is False or not _secret(secret_names, name, memo):
+                    out[name] = inner if type(inner) in _SCALARS else kept(inner, _at(path, name))
                 else:
-                    out[name] = kept(inner, where)
+                    gone.append(_at(path, name))
             return out
         if isinstance(value, list | tuple):
             return [kept(inner, f"{path}[{i}]") for i, inner in enumerate(value)]
@@ -149,8 +181,12 @@ def tool_state_writes(
     _check_part("tool", tool)
     writes: dict[str, dict[str, Any]] = {}
     for field, value in fields.items():
-        _check_part("field", field)
+        if not (type(field) is str and field and "/" not in field):
+            _check_part("field", field)
         key = f"{toolset}/{tool}/{field}"
+        if type(value) in _JSON_AS_IS:  # already JSON data: most published fields
+            writes[key] = {"value": value, "tool": tool, "turn": turn}
+            continue
         try:
             data = to_jsonable_python(value)
         except PydanticSerializationError as error:
@@ -331,7 +367,13 @@ def noted_messages(messages: Sequence[Any]) -> list[Any]:
     for index, message in enumerate(messages):
         # Only a model's message calls tools; asking any other message for ``tool_calls``
         # costs a failed attribute lookup, which over a long thread was most of this scan.
-        if isinstance(message, BaseMessage) and not isinstance(message, AIMessage):
+        # (The exact types most messages are answer at once; the ABC checks cost more.)
+        kind = type(message)
+        if kind in _NO_CALLS or (
+            kind is not AIMessage
+            and isinstance(message, BaseMessage)
+            and not isinstance(message, AIMessage)
+        ):
             continue
         calls = getattr(message, "tool_calls", None)
         if calls and len(calls) > 1:
@@ -390,7 +432,13 @@ def _unchanged(writes: Mapping[str, Mapping[str, Any]], state: Any) -> list[str]
     unchanged = []
     for key, write in writes.items():
         entry = present.get(key)
-        if is_entry(entry) and "value" in entry and same_value(write["value"], entry["value"]):
+        if not is_entry(entry) or "value" not in entry:
+            continue
+        new, held = write["value"], entry["value"]
+        if type(new) is str and type(held) is str:  # most values: text, told apart at once
+            if new == held:
+                unchanged.append(key)
+        elif same_value(new, held):
             unchanged.append(key)
     return unchanged
 

@@ -29,6 +29,7 @@ cover, and the README says what an upgrade needs.
 from __future__ import annotations
 
 import copy as _copy
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -179,8 +180,7 @@ class _Replay:
     """One replay: the seed and the stored writes merged into it, and what they made."""
 
     seed: Any
-    tasks: tuple[str, ...]
-    values: tuple[Any, ...]
+    writes: tuple[Any, ...]
     value: dict[str, Any]
 
 
@@ -206,7 +206,7 @@ class _Replays:
 
     def __init__(self, size: int = REPLAY_MEMORY) -> None:
         self.size = size
-        self.served = 0  #: writes answered from memory instead of merged (for tests)
+        self.served = 0  #: writes a replay took from memory instead of merging (for tests)
         self._found: OrderedDict[tuple[Any, str], _Replay] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -215,17 +215,13 @@ class _Replays:
         (``(0, seed)`` when no remembered replay fits)."""
         with self._lock:
             found = self._found.get((fold, writes[0][0]))
-        if found is None or len(found.tasks) > len(writes):
+        if found is None or len(found.writes) > len(writes):
             return 0, seed
-        count = len(found.tasks)
-        if any(write[0] != task for write, task in zip(writes, found.tasks, strict=False)):
-            return 0, seed
-        if found.seed != seed or any(
-            write[2] is not value and write[2] != value
-            for write, value in zip(writes, found.values, strict=False)
+        count = len(found.writes)
+        if (found.seed is not seed and found.seed != seed) or not _same_writes(
+            writes[:count], found.writes
         ):
             return 0, seed
-        self.served += count
         return count, found.value
 
     def remember(self, fold: Any, seed: Any, writes: Sequence[Any], value: dict[str, Any]) -> None:
@@ -233,16 +229,15 @@ class _Replays:
         held = record.get("bytes", 0) if isinstance(record, Mapping) else 0
         if self.size <= 0 or not isinstance(held, int) or held > REPLAY_MEMORY_BYTES:
             return
-        replay = _Replay(
-            seed=seed,
-            tasks=tuple(write[0] for write in writes),
-            values=tuple(write[2] for write in writes),
-            value=value,
-        )
+        replay = _Replay(seed=seed, writes=tuple(writes), value=value)
         key = (fold, writes[0][0])
         with self._lock:
             kept = self._found.get(key)
-            if kept is None or kept.tasks[: len(replay.tasks)] != replay.tasks:
+            if (
+                kept is None
+                or len(kept.writes) < len(replay.writes)
+                or any(a[0] != b[0] for a, b in zip(kept.writes, replay.writes, strict=False))
+            ):
                 # A replay of writes the remembered one goes on from (an older checkpoint
                 # of the same chain, as a history walk reads them) would only shorten it.
                 self._found[key] = replay
@@ -256,6 +251,19 @@ class _Replays:
 
 
 REPLAYS = _Replays()
+
+
+def _same_writes(writes: Sequence[Any], found: Sequence[Any]) -> bool:
+    """Whether stored writes are the ones a remembered replay merged: the same task ids and
+    equal values. A saver that remembered its delta history hands back the very write objects
+    it handed out before, which one identity check over the lot (in C) confirms; only writes
+    read again from storage are compared value by value."""
+    if all(map(operator.is_, writes, found)):
+        return True
+    return all(
+        write[0] == kept[0] and (write[2] is kept[2] or write[2] == kept[2])
+        for write, kept in zip(writes, found, strict=True)
+    )
 
 
 class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
@@ -348,16 +356,20 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         """Stored writes, oldest first, merged as a replay (see :func:`replayed`), from where
         this process's last replay of the same writes left off when there is one
         (:class:`_Replays`)."""
-        values = [write[2] for write in writes]
-        if not values:
+        if not writes:
             return
-        if any(_get_overwrite(value)[0] for value in values):
+        fold = getattr(self.reducer, "replayed", None) or self.reducer
+        seed = self.value
+        # Writes a remembered replay merged held no Overwrite (such a replay is not
+        # remembered), so only the rest are looked at: a run start late in a snapshot cycle
+        # looks at three writes, not three thousand.
+        done, start = REPLAYS.start(fold, seed, writes)
+        rest = [write[2] for write in writes[done:]]
+        if any(_get_overwrite(value)[0] for value in rest):
             super().replay_writes(writes)  # an Overwrite resets the base: LangGraph's own rules
         else:
-            fold = getattr(self.reducer, "replayed", None) or self.reducer
-            seed = self.value
-            done, start = REPLAYS.start(fold, seed, writes)
-            self.value = fold(self.typ() if start is MISSING else start, values[done:])
+            self.value = fold(self.typ() if start is MISSING else start, rest)
+            REPLAYS.served += done
             REPLAYS.remember(fold, seed, writes, self.value)
         # The next step's writes are counted from here. The replayed ones were written by
         # earlier steps: they count towards the bytes and writes since the seed (``base``),

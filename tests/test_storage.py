@@ -740,6 +740,10 @@ def test_a_remembered_replay_is_used_only_for_the_same_seed_and_writes() -> None
     later = [*writes, ("t2", "tool_state", {"a/b/c": {"value": 9}})]
     assert replays.start(fold, seed, later) == (3, value)
     assert replays.start(fold, {**seed}, later) == (3, value)  # equal, not the same object
+    reread = [(task, channel, {**update}) for task, channel, update in later]
+    assert replays.start(fold, seed, reread) == (3, value)  # writes read again from storage
+    renamed = [("t0", *writes[0][1:]), *later[1:]]
+    assert replays.start(fold, seed, renamed) == (0, seed)  # another task's write
     other = merge_tool_state({}, {"a/b/c": {"value": 1}})
     assert replays.start(fold, other, later) == (0, other)  # another seed
     changed = [writes[0], ("t1", "tool_state", {"a/b/c": {"value": 5}}), *later[2:]]
@@ -750,3 +754,25 @@ def test_a_remembered_replay_is_used_only_for_the_same_seed_and_writes() -> None
     for task in ("t3", "t4", "t5"):
         replays.remember(fold, seed, [(task, "tool_state", {})], seed)
     assert replays.start(fold, seed, later) == (0, seed)  # forgotten: two chains are kept
+
+
+def test_an_overwrite_after_a_remembered_replay_follows_langgraph_s_rules() -> None:
+    """The writes a remembered replay merged are not looked at again, but one stored after
+    them that is an ``Overwrite`` still resets the value, as LangGraph's own channel does."""
+    from langgraph.types import Overwrite
+
+    from mcp_state_versions.storage import REPLAYS, ToolStateChannel
+
+    REPLAYS.clear()
+    channel = ToolStateChannel(batched(merge_tool_state), dict)
+    writes = [(f"t{n}", "tool_state", {"a/b/c": {"value": n}}) for n in range(3)]
+    channel.replay_writes(writes)
+    assert channel.value["a/b/c"]["value"] == 2
+    reset = merge_tool_state({}, {"x/y/z": {"value": "reset"}})
+    later = [*writes, ("t3", "tool_state", Overwrite(reset)), ("t4", "tool_state", {})]
+    served = REPLAYS.served
+    again = ToolStateChannel(batched(merge_tool_state), dict)
+    again.replay_writes(later)
+    assert REPLAYS.served == served  # LangGraph's rules: every write from the seed
+    assert "a/b/c" not in again.value
+    assert again.value["x/y/z"]["value"] == "reset"
