@@ -55,7 +55,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     figures["tool"] = await tool.measure(repeat)
     figures["reducer"] = reducer.measure(repeat)
     figures["pattern"] = pattern.measure(repeat)
-    figures["writes_turns"] = 6 if args.quick else 20
+    figures["writes_turns"] = 6 if args.quick else 50
     figures["writes"] = {}
     for backend in backends:
         figures["writes"][backend] = await writes.measure(backend, figures["writes_turns"], workdir)
