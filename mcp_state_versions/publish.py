@@ -76,7 +76,7 @@ _SECRET_MEMO_NAMES = 4096
 _secret_memo: dict[str, dict[str, bool]] = {}
 
 
-def _secret_names_test(secret_names: str) -> dict[str, bool]:
+def _secret_memo_for(secret_names: str) -> dict[str, bool]:
     """Field names already matched against ``secret_names``, with the answers.
 
     A tool publishes the same field names call after call, and matching each again was a
@@ -120,7 +120,7 @@ def withheld(
     if not secret_names:
         return dict(fields), []
     gone: list[str] = []
-    memo = _secret_names_test(secret_names)
+    memo = _secret_memo_for(secret_names)
 
     def kept(value: Any, path: str) -> Any:
         if type(value) in _SCALARS:  # most fields: nothing inside to look at
@@ -367,7 +367,8 @@ def noted_messages(messages: Sequence[Any]) -> list[Any]:
     for index, message in enumerate(messages):
         # Only a model's message calls tools; asking any other message for ``tool_calls``
         # costs a failed attribute lookup, which over a long thread was most of this scan.
-        # (The exact types most messages are answer at once; the ABC checks cost more.)
+        # (A message of one of the usual exact types is told at once; the ABC checks cost
+        # more.)
         kind = type(message)
         if kind in _NO_CALLS or (
             kind is not AIMessage

@@ -195,10 +195,11 @@ class _Replays:
     those of one remembered here starts from that one's result and merges only the rest.
 
     Remembered replays are found by the first write's task id, and used only when the seed and
-    every leading write are equal to the ones remembered (``==``, which costs a fraction of
-    merging them): a task id names the checkpoint it ran from, and savers keep the first writes
-    stored for a task, but a cache that trusted ids alone would be one more place where a
-    reload could differ from what was stored. What a replay returns is a fresh dict, as
+    every leading write are the ones remembered (the same objects, as a saver's remembered
+    delta history hands back, or else equal: ``==`` costs a fraction of merging them): a task
+    id names the checkpoint it ran from, and savers keep the first writes stored for a task,
+    but a cache that trusted ids alone would be one more place where a reload could differ
+    from what was stored. What a replay returns is a fresh dict, as
     without this, and the library never changes an entry in place, so a remembered state is
     never changed by the runs that start from it. Bounded by :data:`REPLAY_MEMORY` chains and
     :data:`REPLAY_MEMORY_BYTES` a state; nothing is remembered across processes.
