@@ -68,8 +68,6 @@ holds it and in any copy of the database; a credential must not be among it."""
 _SEPARATORS = re.compile(r"[-_. ]")
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _NO_CALLS = frozenset({HumanMessage, ToolMessage, SystemMessage})
-_JSON_AS_IS = frozenset({str, int, bool, type(None)})
-"""Types whose values are their own JSON data (a float is not: NaN and infinity become null)."""
 
 
 _SECRET_MEMO_NAMES = 4096
@@ -184,7 +182,7 @@ def tool_state_writes(
         if not (type(field) is str and field and "/" not in field):
             _check_part("field", field)
         key = f"{toolset}/{tool}/{field}"
-        if type(value) in _JSON_AS_IS:  # already JSON data: most published fields
+        if type(value) in _SCALARS:  # JSON data already (pydantic returns them as they are)
             writes[key] = {"value": value, "tool": tool, "turn": turn}
             continue
         try:

@@ -7,9 +7,12 @@ import datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
 from mcp_state_versions.publish import BREADCRUMB_KEYS, publish, state_key, tool_state_writes
 from mcp_state_versions.state import make_merge_tool_state, merge_tool_state
@@ -338,3 +341,15 @@ def test_vouched_writes_never_merged_give_way_past_the_limit() -> None:
     assert vouched.take(second) == (("d", 4), True)
     assert vouched.take({"value": third["value"]}) == (("d", 4), False)  # a copy of its write
     assert vouched.take(second) == (None, False)  # taken once
+
+
+@given(
+    st.one_of(st.text(), st.integers(), st.floats(), st.booleans(), st.none(), st.integers(10**30))
+)
+def test_a_scalar_is_stored_as_pydantic_would_convert_it(value: Any) -> None:
+    """Text, numbers, booleans and null skip the conversion to JSON data (most published
+    fields are such): what is stored must be what the conversion gives, NaN included."""
+    stored = tool_state_writes("t", "tool", {"f": value}, turn=1)["t/tool/f"]["value"]
+    converted = to_jsonable_python(value)
+    assert type(stored) is type(converted)
+    assert stored == converted or (stored != stored and converted != converted)  # NaN
