@@ -70,43 +70,36 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 _NO_CALLS = frozenset({HumanMessage, ToolMessage, SystemMessage})
 
 
-_SECRET_MEMO_NAMES = 4096
-_secret_memo: dict[str, dict[str, bool]] = {}
-
-
-def _secret_memo_for(secret_names: str) -> dict[str, bool]:
-    """Field names already matched against ``secret_names``, with the answers.
+class _SecretNames(dict[Any, bool]):
+    """One secret-name pattern, as the field names already matched against it: ``self[name]``
+    is whether field ``name`` is secret (a name that is not text never is).
 
     A tool publishes the same field names call after call, and matching each again was a
-    third of a publish of 500 fields; a lookup by the name alone (its hash is cached on the
-    string) is the cheapest test left. Bounded: past :data:`_SECRET_MEMO_NAMES` names it
-    starts over."""
-    memo = _secret_memo.get(secret_names)
-    if memo is None or len(memo) > _SECRET_MEMO_NAMES:
-        if len(_secret_memo) > 16:
-            _secret_memo.clear()
-        memo = _secret_memo[secret_names] = {}
-    return memo
+    third of a publish of 500 fields; a name seen before is one dict lookup (its hash is cached
+    on the string), and only a new one is matched (``__missing__``). Past :attr:`MEMO` names
+    it starts over."""
+
+    MEMO = 4096
+
+    def __init__(self, secret_names: str) -> None:
+        super().__init__()
+        self.pattern = re.compile(secret_names, re.IGNORECASE)
+
+    def __missing__(self, name: Any) -> bool:
+        if len(self) >= self.MEMO:
+            self.clear()
+        text = isinstance(name, str)
+        found = self[name] = text and bool(self.pattern.search(_SEPARATORS.sub("", name.lower())))
+        return found
 
 
-def _secret(secret_names: str, name: Any, memo: dict[str, bool]) -> bool:
-    """Whether field ``name`` matches ``secret_names`` (remembered in ``memo``)."""
-    if not isinstance(name, str):
-        return False
-    found = memo.get(name)
-    if found is None:
-        pattern = _compiled(secret_names)
-        found = memo[name] = bool(pattern.search(_SEPARATORS.sub("", name.lower())))
-    return found
+@functools.lru_cache(maxsize=16)
+def _secret_names(secret_names: str) -> _SecretNames:
+    return _SecretNames(secret_names)
 
 
 def _at(path: str, name: Any) -> str:
     return f"{path}.{name}" if path else str(name)
-
-
-@functools.lru_cache(maxsize=64)
-def _compiled(secret_names: str) -> re.Pattern[str]:
-    return re.compile(secret_names, re.IGNORECASE)
 
 
 def withheld(
@@ -118,7 +111,7 @@ def withheld(
     if not secret_names:
         return dict(fields), []
     gone: list[str] = []
-    memo = _secret_memo_for(secret_names)
+    secret = _secret_names(secret_names)
 
     def kept(value: Any, path: str) -> Any:
         if type(value) in _SCALARS:  # most fields: nothing inside to look at
@@ -126,8 +119,7 @@ def withheld(
         if isinstance(value, Mapping):
             out = {}
             for name, inner in value.items():
-                # (a name already matched is one lookup: no call per field)
-                if memo.get(name) is False or not _secret(secret_names, name, memo):
+                if not secret[name]:
                     out[name] = inner if type(inner) in _SCALARS else kept(inner, _at(path, name))
                 else:
                     gone.append(_at(path, name))
@@ -179,7 +171,7 @@ def tool_state_writes(
     _check_part("tool", tool)
     writes: dict[str, dict[str, Any]] = {}
     for field, value in fields.items():
-        if not (type(field) is str and field and "/" not in field):
+        if not is_key_part(field):
             _check_part("field", field)
         key = f"{toolset}/{tool}/{field}"
         if type(value) in _SCALARS:  # JSON data already (pydantic returns them as they are)
@@ -431,13 +423,7 @@ def _unchanged(writes: Mapping[str, Mapping[str, Any]], state: Any) -> list[str]
     unchanged = []
     for key, write in writes.items():
         entry = present.get(key)
-        if not is_entry(entry) or "value" not in entry:
-            continue
-        new, held = write["value"], entry["value"]
-        if type(new) is str and type(held) is str:  # most values: text, told apart at once
-            if new == held:
-                unchanged.append(key)
-        elif same_value(new, held):
+        if is_entry(entry) and "value" in entry and same_value(write["value"], entry["value"]):
             unchanged.append(key)
     return unchanged
 

@@ -212,6 +212,20 @@ def test_secret_named_fields_are_withheld_at_any_depth() -> None:
     assert withheld({"pin": 1}, r"pin") == ({}, ["pin"])
 
 
+def test_names_matched_before_are_answered_the_same_past_the_memo_s_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Field names are matched once a pattern and remembered; the memo starts over past its
+    bound, and its answers (a name that is not text is never secret) stay the same."""
+    from mcp_state_versions.publish import _SecretNames, withheld
+
+    monkeypatch.setattr(_SecretNames, "MEMO", 3)
+    fields = {"token": "t", 7: "seven", "a": 1, "b": 2, "c": {"password": "p", "d": 3}}
+    first = withheld(fields, r"token|password")
+    again = withheld(fields, r"token|password")  # every name now from the memo, cleared on the way
+    assert first == again == ({7: "seven", "a": 1, "b": 2, "c": {"d": 3}}, ["token", "c.password"])
+
+
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 @pytest.mark.parametrize("wiring", ["publish", "capture"])
 async def test_a_secrets_bytes_appear_nowhere_in_storage(
