@@ -210,12 +210,17 @@ async def _stamped_turn(agent: CompiledStateGraph, config: RunnableConfig) -> in
     if not isinstance(saver, BaseCheckpointSaver):
         return None
     configurable = config["configurable"]
+    backend = backend_for(saver)
+    thread_id, namespace = (
+        str(configurable["thread_id"]),
+        str(configurable.get("checkpoint_ns") or ""),
+    )
+    chosen = configurable.get("checkpoint_id")
     try:
-        link = await backend_for(saver).link(
-            str(configurable["thread_id"]),
-            str(configurable.get("checkpoint_ns") or ""),
-            configurable.get("checkpoint_id"),
-        )
+        if chosen is None:  # the run continues the head (the usual case): see Backend.run_start
+            link = await backend.run_start(thread_id, namespace)
+        else:
+            link = await backend.link(thread_id, namespace, chosen)
     except NeedsAsync:
         return None
     if link is None:

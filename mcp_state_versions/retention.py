@@ -71,6 +71,10 @@ class PruningInMemorySaver(InMemorySaver):
     (:meth:`~mcp_state_versions.backends.memory.MemoryBackend.delta_history`).
     """
 
+    remembers_run_starts = True
+    """Its run starts remember the history they read (see
+    :func:`~mcp_state_versions.backends.remembers_run_starts`)."""
+
     def get_delta_channel_history(
         self, *, config: Any, channels: Sequence[str]
     ) -> Mapping[str, Any]:
@@ -124,6 +128,10 @@ class PruningSqliteSaver(AsyncSqliteSaver):
     long thread costs more than the turn. This one reads the chain from an index and decodes
     one checkpoint (:meth:`~mcp_state_versions.backends.sqlite.SqliteBackend.delta_history`).
     """
+
+    remembers_run_starts = True
+    """Its run starts remember the history they read (see
+    :func:`~mcp_state_versions.backends.remembers_run_starts`)."""
 
     async def aget_delta_channel_history(
         self, *, config: Any, channels: Sequence[str]
@@ -211,6 +219,10 @@ def _postgres_saver_class() -> Any:
     class DeltaReadingPostgresSaver(AsyncPostgresSaver):
         """``AsyncPostgresSaver`` whose run starts read ``tool_state``'s delta history in one
         round trip, not two, and never by a prepared lookup of a list of checkpoints."""
+
+        remembers_run_starts = True
+        """Its run starts remember the history they read (see
+        :func:`~mcp_state_versions.backends.remembers_run_starts`)."""
 
         async def aget_delta_channel_history(
             self, *, config: Any, channels: Sequence[str]

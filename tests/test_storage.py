@@ -353,6 +353,66 @@ async def test_a_run_start_reads_only_the_writes_since_the_last_one(
         assert state[BBOX]["value"] == CPH
 
 
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_a_run_turn_reads_the_head_and_its_history_in_one_round_trip(
+    kind: str, tmp_path: Any, thread_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_turn's read of the head (for its turn stamp) is the head's link on every backend.
+    On PostgreSQL, with the library's saver, the same statement brings tool_state's history at
+    the head and remembers it, so the run's own read at its start sends nothing: one round trip
+    where there were two. That history is the one a fresh read gives. A stock saver reads the
+    link alone and remembers nothing; a thread without checkpoints has no head."""
+    from mcp_state_versions import backends
+
+    async with await open_backend(kind, tmp_path) as saver:
+        backend = backend_for(saver)
+        assert await backend.run_start(thread_id, "") is None
+        assert backends.known_history(saver, thread_id, "") is None
+        agent = agent_on(saver, snapshot_frequency=1000)
+        for text in ["find Oslo", "find Aarhus", "hi", "find Oslo"]:
+            await run_turn(agent, thread_id, text)
+        sent: list[str] = []
+        if kind == "postgres":
+            from mcp_state_versions.backends.postgres import PostgresBackend
+
+            rows = PostgresBackend._rows
+
+            async def counted(self: Any, sql: str, params: Any) -> Any:
+                sent.append(sql)
+                return await rows(self, sql, params)
+
+            monkeypatch.setattr(PostgresBackend, "_rows", counted)
+        for remembered in (False, True):  # from nothing remembered, then from the head itself
+            if not remembered:
+                forget_histories(saver)
+            sent.clear()
+            head = await backend.run_start(thread_id, "")
+            assert len(sent) == (1 if kind == "postgres" else 0)
+            assert head is not None and head == await backend.link(thread_id, "")
+            assert head.source == "loop" and head.stamp in (4, "4")
+            config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+            config["configurable"]["checkpoint_id"] = head.checkpoint_id
+            sent.clear()
+            found = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
+            assert sent == []  # served from what run_start remembered (PostgreSQL)
+            forget_histories(saver)
+            fresh = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
+            ours, theirs = found["tool_state"], fresh["tool_state"]
+            assert len(ours["writes"]) > 8
+            assert [w[:2] for w in ours["writes"]] == [w[:2] for w in theirs["writes"]]
+            assert [w[2] for w in ours["writes"]] == [w[2] for w in theirs["writes"]]
+            assert ("seed" in ours) == ("seed" in theirs)
+        if kind == "postgres":
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+            stock = AsyncPostgresSaver(saver.conn)
+            forget_histories(stock)
+            sent.clear()
+            assert await backend_for(stock).run_start(thread_id, "") == head
+            assert len(sent) == 1 and "RECURSIVE" not in sent[0]
+            assert backends.known_history(stock, thread_id, "") is None
+
+
 def test_remembered_histories_share_one_budget_least_recently_read_out_first(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -172,6 +172,16 @@ class Backend:
                 return None
         return await self.parent_of(thread_id, namespace, checkpoint_id)
 
+    async def run_start(self, thread_id: str, namespace: str) -> Link | None:
+        """The head's link, read as a run is about to continue the head (``None``: no
+        checkpoint yet).
+
+        A backend whose saver remembers the ``tool_state`` history its run starts read
+        (:func:`known_history`) may read that history in the same round trip and remember it,
+        so the run's own read at its start is served from memory: one round trip where there
+        were two. Either way, what the run rebuilds is the same."""
+        return await self.link(thread_id, namespace)
+
     async def parent_of(self, thread_id: str, namespace: str, checkpoint_id: str) -> Link | None:
         """The link of ``checkpoint_id`` itself, with its parent (for savers without a scan)."""
         found = await self._tuple(thread_id, namespace, checkpoint_id)
@@ -501,6 +511,14 @@ def remember_history(
         remembered.put((thread_id, namespace), Known(checkpoint_id, dict(history), stored_bytes))
 
 
+def remembers_run_starts(saver: Any) -> bool:
+    """Whether ``saver``'s run starts read ``tool_state``'s history through this package and
+    remember it (:func:`known_history`): the library's savers
+    (:mod:`mcp_state_versions.retention`) say so with a class attribute. Only for such a saver
+    is a history read ahead of a run (:meth:`Backend.run_start`) one the run then uses."""
+    return getattr(saver, "remembers_run_starts", False) is True
+
+
 def forget_histories(saver: Any, thread_id: str | None = None) -> None:
     """Drop the remembered histories of ``thread_id`` (every thread: ``None``), as a thread's
     deletion or a prune changes what its checkpoints are."""
@@ -550,42 +568,52 @@ class ChainRead(NamedTuple):
     walked, the checkpoint it started at first, to the first without a counter (one that can
     hold ``tool_state`` whole) or the remembered one; ``writes``: the stored write rows of the
     links after the first; ``seed``: the value the last link stores, decoded only when asked
-    (:data:`~mcp_state_versions.storage.NOTHING_STORED` where it stores none)."""
+    (:data:`~mcp_state_versions.storage.NOTHING_STORED` where it stores none); ``start``: the
+    link of the checkpoint it started at, stamp and source included, where the read returns it
+    (a read from the head does)."""
 
     links: Sequence[tuple[str, str | None, bool]]
     writes: Sequence[Sequence[Any]]
     seed: Callable[[], Any]
+    start: Link | None = None
 
 
 async def chained_history(
     saver: Any,
     thread_id: str,
     namespace: str,
-    checkpoint_id: str,
-    read: Callable[[str, str], Coroutine[Any, Any, ChainRead]],
+    checkpoint_id: str | None,
+    read: Callable[[str | None, str], Coroutine[Any, Any, ChainRead]],
     *,
     remember: bool,
-) -> dict[str, Any]:
-    """``tool_state``'s delta history at a checkpoint, from a backend's one-statement ``read``
-    (``read(start, stop)``: the chain from ``start`` up to ``stop``, the checkpoint whose
-    history a run start read last, or ``""``), read again from where a chain without a counter
-    stored no value (a checkpoint written before the channel was); see :func:`assembled`.
+) -> tuple[dict[str, Any], Link | None]:
+    """``tool_state``'s delta history at a checkpoint (``None``: the head), and the link of
+    that checkpoint where the read returned it, from a backend's one-statement ``read``
+    (``read(start, stop)``: the chain from ``start``, the head when ``None``, up to ``stop``,
+    the checkpoint whose history a run start read last, or ``""``), read again from where a
+    chain without a counter stored no value (a checkpoint written before the channel was); see
+    :func:`assembled`. A namespace without checkpoints has no writes and nothing to remember.
 
     The database backends share this loop, so what a chain's end means (a seed, the known
     history, or a gap to walk past) is decided in one place; their SQL stays their own."""
     known = known_history(saver, thread_id, namespace)
     if known is not None and known.checkpoint_id == checkpoint_id:
-        return {**known.history, "writes": list(known.history["writes"])}
+        return {**known.history, "writes": list(known.history["writes"])}, None
     chain: list[str] = []
     rows: list[Sequence[Any]] = []
     seed: Any = NOTHING_STORED
     start: str | None = checkpoint_id
     stop = "" if known is None else known.checkpoint_id
     reached = False
-    while start is not None:
+    first: Link | None = None
+    while start is not None or checkpoint_id is None:
         found = await read(start, stop)
         if not found.links:
             break
+        if checkpoint_id is None:  # read from the head: now it has an id
+            checkpoint_id, first = found.links[0][0], found.start
+            if known is not None and known.checkpoint_id == checkpoint_id:
+                return {**known.history, "writes": list(known.history["writes"])}, first
         chain.extend(link[0] for link in found.links[1:])
         rows += found.writes
         (last, parent, counted), start = found.links[-1], None
@@ -597,7 +625,9 @@ async def chained_history(
                 seed = stored
             elif not counted and parent is not None:
                 start = last  # no value where one could be: keep walking
-    return assembled(
+    if checkpoint_id is None:
+        return {"writes": []}, None
+    history = assembled(
         saver,
         thread_id,
         namespace,
@@ -608,6 +638,7 @@ async def chained_history(
         seed=seed,
         remember=remember,
     )
+    return history, first
 
 
 def in_applied_order(rows: Sequence[Sequence[Any]], chain: Sequence[str]) -> list[Sequence[Any]]:

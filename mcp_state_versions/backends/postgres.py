@@ -15,17 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import cache
 from typing import Any
 
 from ..storage import NOTHING_STORED, snapshot
 from . import (
     TOOL_STATE,
     ChainRead,
+    Link,
     LinkRow,
     NeedsAsync,
     SqlBackend,
     chained_history,
     forget_histories,
+    remembers_run_starts,
     writes_by_checkpoint,
 )
 
@@ -71,38 +74,57 @@ _WRITES_SQL = (
     "SELECT checkpoint_id, task_path, task_id, idx, type, blob FROM checkpoint_writes "
     "WHERE thread_id = %s AND checkpoint_ns = %s AND channel = %s AND checkpoint_id = ANY(%s)"
 )
-_DELTA_HISTORY_SQL = (
-    # The parent chain from a checkpoint (itself first), one primary-key step at a time, up to
-    # and including the first ancestor without a delta counter (the nearest that can hold
-    # tool_state whole) or the one whose history is known (backends.known_history); then
-    # tool_state's writes at the chain above the checkpoint itself,
-    # and the value stored at that ancestor's version. One round trip, where the saver's own
-    # read takes two (its pages of checkpoints, then writes and seed).
-    "WITH RECURSIVE chain(id, parent, version, counter, depth) AS ("
-    "SELECT checkpoint_id, parent_checkpoint_id, checkpoint -> 'channel_versions' ->> %(ch)s, "
-    "metadata -> 'counters_since_delta_snapshot' ->> %(ch)s, 0 FROM checkpoints "
-    "WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = %(id)s "
-    # (the step is a lateral lookup with LIMIT 1, which the planner cannot turn into a join:
-    # as a join, it hashed all of the thread's checkpoints once per step)
-    "UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, "
-    "c.checkpoint -> 'channel_versions' ->> %(ch)s, "
-    "c.metadata -> 'counters_since_delta_snapshot' ->> %(ch)s, chain.depth + 1 "
-    "FROM chain CROSS JOIN LATERAL (SELECT checkpoint_id, parent_checkpoint_id, checkpoint, "
-    "metadata FROM checkpoints WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s "
-    "AND checkpoint_id = chain.parent LIMIT 1) c "
-    "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> %(known)s), "
-    "last AS (SELECT id, version FROM chain WHERE depth > 0 ORDER BY depth DESC LIMIT 1) "
-    "SELECT 'c', id, parent, version, depth, counter, NULL::bytea FROM chain "
-    # (a lateral lookup per link too, OFFSET 0 keeping it one: as a join, it read all of the
-    # thread's writes)
-    "UNION ALL SELECT 'w', w.checkpoint_id, w.task_path, w.task_id, w.idx, w.type, w.blob "
-    "FROM chain CROSS JOIN LATERAL (SELECT checkpoint_id, task_path, task_id, idx, type, blob "
-    "FROM checkpoint_writes WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s "
-    "AND checkpoint_id = chain.id AND channel = %(ch)s OFFSET 0) w WHERE chain.depth > 0 "
-    "UNION ALL SELECT 's', last.id, NULL, NULL, NULL, b.type, b.blob FROM last "
-    "CROSS JOIN LATERAL (SELECT type, blob FROM checkpoint_blobs WHERE thread_id = %(thread)s "
-    "AND checkpoint_ns = %(ns)s AND channel = %(ch)s AND version = last.version OFFSET 0) b"
-)
+
+
+@cache
+def _delta_history_sql(from_head: bool) -> str:
+    """The statement of a delta-history read (:meth:`PostgresBackend.delta_history`): the
+    parent chain from a checkpoint (itself first; the thread's newest where ``from_head``), one
+    primary-key step at a time, up to and including the first ancestor without a delta counter
+    (the nearest that can hold tool_state whole) or the one whose history is known
+    (backends.known_history); then tool_state's writes at the chain above the checkpoint
+    itself, the value stored at that ancestor's version, and the checkpoint's own link (its
+    turn stamp and source, as the lineage returns them). One round trip, where the saver's own
+    read takes two (its pages of checkpoints, then writes and seed)."""
+    from ..state import TURN_METADATA_KEY
+
+    start = (
+        "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = %(thread)s "
+        "AND checkpoint_ns = %(ns)s ORDER BY checkpoint_id DESC LIMIT 1)"
+        if from_head
+        else "%(id)s"
+    )
+    return (
+        "WITH RECURSIVE chain(id, parent, version, counter, depth, stamp, source) AS ("
+        "SELECT checkpoint_id, parent_checkpoint_id, checkpoint -> 'channel_versions' ->> %(ch)s, "
+        f"metadata -> 'counters_since_delta_snapshot' ->> %(ch)s, 0, "
+        f"metadata ->> '{TURN_METADATA_KEY}', metadata ->> 'source' FROM checkpoints "
+        f"WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s AND checkpoint_id = {start} "
+        # (the step is a lateral lookup with LIMIT 1, which the planner cannot turn into a
+        # join: as a join, it hashed all of the thread's checkpoints once per step)
+        "UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, "
+        "c.checkpoint -> 'channel_versions' ->> %(ch)s, "
+        "c.metadata -> 'counters_since_delta_snapshot' ->> %(ch)s, chain.depth + 1, NULL, NULL "
+        "FROM chain CROSS JOIN LATERAL (SELECT checkpoint_id, parent_checkpoint_id, checkpoint, "
+        "metadata FROM checkpoints WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s "
+        "AND checkpoint_id = chain.parent LIMIT 1) c "
+        "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> %(known)s), "
+        "last AS (SELECT id, version FROM chain WHERE depth > 0 ORDER BY depth DESC LIMIT 1) "
+        "SELECT 'c', id, parent, version, depth, counter, NULL::bytea FROM chain "
+        "UNION ALL SELECT 'h', id, parent, stamp, depth, source, NULL::bytea FROM chain "
+        "WHERE depth = 0 "
+        # (a lateral lookup per link too, OFFSET 0 keeping it one: as a join, it read all of
+        # the thread's writes)
+        "UNION ALL SELECT 'w', w.checkpoint_id, w.task_path, w.task_id, w.idx, w.type, w.blob "
+        "FROM chain CROSS JOIN LATERAL (SELECT checkpoint_id, task_path, task_id, idx, type, "
+        "blob FROM checkpoint_writes WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s "
+        "AND checkpoint_id = chain.id AND channel = %(ch)s OFFSET 0) w WHERE chain.depth > 0 "
+        "UNION ALL SELECT 's', last.id, NULL, NULL, NULL, b.type, b.blob FROM last "
+        "CROSS JOIN LATERAL (SELECT type, blob FROM checkpoint_blobs WHERE thread_id = %(thread)s "
+        "AND checkpoint_ns = %(ns)s AND channel = %(ch)s AND version = last.version OFFSET 0) b"
+    )
+
+
 _DELETES = (
     "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
     "AND checkpoint_id = ANY(%s)",
@@ -199,7 +221,7 @@ class PostgresBackend(SqlBackend):
     ) -> dict[str, Any]:
         """``tool_state``'s delta history at a checkpoint, in LangGraph's form (a
         ``DeltaChannelHistory``: the seed, and the writes after it, oldest first), read in one
-        statement (:data:`_DELTA_HISTORY_SQL`) that stops where the SQLite backend's does, or
+        statement (:func:`_delta_history_sql`) that stops where the SQLite backend's does, or
         at the checkpoint whose history a run start read last (:func:`known_history`), whose
         writes it then need not read again. ``remember``: keep this one as that (a run start).
 
@@ -207,17 +229,35 @@ class PostgresBackend(SqlBackend):
         checkpoints is a prepared statement, which PostgreSQL soon plans for any list: it then
         scans the thread's writes (see :func:`_run`).
         """
+        history, _ = await self._chained(thread_id, namespace, checkpoint_id, remember=remember)
+        return history
+
+    async def run_start(self, thread_id: str, namespace: str) -> Link | None:
+        """The head's link; on the library's saver, whose run starts remember the history they
+        read (``remembers_run_starts``), read in one statement with the history at the head,
+        which it remembers: the run's own read then needs no round trip."""
+        if not remembers_run_starts(self.saver):
+            return await self.link(thread_id, namespace)
+        _, head = await self._chained(thread_id, namespace, None, remember=True)
+        return head
+
+    async def _chained(
+        self, thread_id: str, namespace: str, checkpoint_id: str | None, *, remember: bool
+    ) -> tuple[dict[str, Any], Link | None]:
         loads = self.saver.serde.loads_typed
 
-        async def read(start: str, stop: str) -> ChainRead:
+        async def read(start: str | None, stop: str) -> ChainRead:
             params = {"thread": thread_id, "ns": namespace, "id": start, "known": stop}
-            found = await self._rows(_DELTA_HISTORY_SQL, {**params, "ch": TOOL_STATE})
+            sql = _delta_history_sql(start is None)
+            found = await self._rows(sql, {**params, "ch": TOOL_STATE})
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
             stored = [r for r in found if r[0] == "s" and r[5] != "empty"]
+            own = next((Link(r[1], r[2], r[3], r[5]) for r in found if r[0] == "h"), None)
             return ChainRead(
                 [(r[1], r[2], r[5] is not None) for r in links],
                 [r[1:] for r in found if r[0] == "w"],
                 lambda: loads((stored[0][5], stored[0][6])) if stored else NOTHING_STORED,
+                own,
             )
 
         return await chained_history(

@@ -295,7 +295,7 @@ class SqliteBackend(SqlBackend):
         path = "w.task_path" if getattr(self.saver, "_has_task_path", True) else "''"
         sql = _delta_history_sql(path)
 
-        async def read(start: str, stop: str) -> ChainRead:
+        async def read(start: str | None, stop: str) -> ChainRead:
             where = (thread_id, namespace)
             found = await self._rows(sql, (*where, start, *where, stop, *where, TOOL_STATE, *where))
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
@@ -311,9 +311,10 @@ class SqliteBackend(SqlBackend):
                 seed,
             )
 
-        return await chained_history(
+        history, _ = await chained_history(
             self.saver, thread_id, namespace, checkpoint_id, read, remember=remember
         )
+        return history
 
     async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
