@@ -12,8 +12,9 @@ costs against a plain agent, over keys × sizes, and one 5 MB value rewritten), 
 (the timeline page on a thread of 1,000 turns × 100 keys, in Debian's chromium);
 :mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plots
 to ``benchmarks/results/latest.png`` (reads) and ``latest-writes.png`` (writes). ``--quick``
-uses short threads and takes about five minutes here; the full run about thirty-five (threads
-of 1,000 turns on three backends, and a sweep over 10,000 threads).
+uses short threads and takes about twenty-two minutes here (its 500-key threads still run to
+their first snapshot); the full run about sixty (threads of 1,000 turns on three backends, 50
+measured turns per write cell, and a sweep over 10,000 threads).
 """
 
 from __future__ import annotations
