@@ -358,10 +358,11 @@ async def test_a_run_turn_reads_the_head_and_its_history_in_one_round_trip(
     kind: str, tmp_path: Any, thread_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """run_turn's read of the head (for its turn stamp) is the head's link on every backend.
-    On PostgreSQL, with the library's saver, the same statement brings tool_state's history at
-    the head and remembers it, so the run's own read at its start sends nothing: one round trip
-    where there were two. That history is the one a fresh read gives. A stock saver reads the
-    link alone and remembers nothing; a thread without checkpoints has no head."""
+    On SQLite and PostgreSQL, with the library's saver, the same statement brings tool_state's
+    history at the head and remembers it, so the run's own read at its start sends nothing:
+    one round trip where there were two. That history is the one a fresh read gives. A stock
+    saver reads the link alone and remembers nothing; a thread without checkpoints has no
+    head."""
     from mcp_state_versions import backends
 
     async with await open_backend(kind, tmp_path) as saver:
@@ -372,29 +373,31 @@ async def test_a_run_turn_reads_the_head_and_its_history_in_one_round_trip(
         for text in ["find Oslo", "find Aarhus", "hi", "find Oslo"]:
             await run_turn(agent, thread_id, text)
         sent: list[str] = []
-        if kind == "postgres":
+        if kind != "memory":  # (which reads its dicts: no statements to count)
             from mcp_state_versions.backends.postgres import PostgresBackend
+            from mcp_state_versions.backends.sqlite import SqliteBackend
 
-            rows = PostgresBackend._rows
+            sql_backend: Any = SqliteBackend if kind == "sqlite" else PostgresBackend
+            rows = sql_backend._rows
 
             async def counted(self: Any, sql: str, params: Any) -> Any:
                 sent.append(sql)
                 return await rows(self, sql, params)
 
-            monkeypatch.setattr(PostgresBackend, "_rows", counted)
+            monkeypatch.setattr(sql_backend, "_rows", counted)
         for remembered in (False, True):  # from nothing remembered, then from the head itself
             if not remembered:
                 forget_histories(saver)
             sent.clear()
             head = await backend.run_start(thread_id, "")
-            assert len(sent) == (1 if kind == "postgres" else 0)
+            assert len(sent) == (0 if kind == "memory" else 1)
             assert head is not None and head == await backend.link(thread_id, "")
             assert head.source == "loop" and head.stamp in (4, "4")
             config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
             config["configurable"]["checkpoint_id"] = head.checkpoint_id
             sent.clear()
             found = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
-            assert sent == []  # served from what run_start remembered (PostgreSQL)
+            assert sent == []  # served from what run_start remembered
             forget_histories(saver)
             fresh = await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
             ours, theirs = found["tool_state"], fresh["tool_state"]
@@ -402,14 +405,16 @@ async def test_a_run_turn_reads_the_head_and_its_history_in_one_round_trip(
             assert [w[:2] for w in ours["writes"]] == [w[:2] for w in theirs["writes"]]
             assert [w[2] for w in ours["writes"]] == [w[2] for w in theirs["writes"]]
             assert ("seed" in ours) == ("seed" in theirs)
-        if kind == "postgres":
+        if kind != "memory":
             from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-            stock = AsyncPostgresSaver(saver.conn)
-            forget_histories(stock)
+            stock: Any = (
+                AsyncSqliteSaver(saver.conn) if kind == "sqlite" else AsyncPostgresSaver(saver.conn)
+            )
             sent.clear()
             assert await backend_for(stock).run_start(thread_id, "") == head
-            assert len(sent) == 1 and "RECURSIVE" not in sent[0]
+            assert [sql for sql in sent if "RECURSIVE" in sql] == []
             assert backends.known_history(stock, thread_id, "") is None
 
 

@@ -378,6 +378,33 @@ class SqlBackend(Backend):
     async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
         raise NotImplementedError
 
+    async def _chained(
+        self, thread_id: str, namespace: str, checkpoint_id: str | None, *, remember: bool
+    ) -> tuple[dict[str, Any], Link | None]:
+        """:func:`chained_history` at ``checkpoint_id`` (``None``: the head), with the
+        backend's one-statement read."""
+        raise NotImplementedError
+
+    async def delta_history(
+        self, thread_id: str, namespace: str, checkpoint_id: str, *, remember: bool = False
+    ) -> dict[str, Any]:
+        """``tool_state``'s delta history at a checkpoint, in LangGraph's form (a
+        ``DeltaChannelHistory``: the seed, and the writes after it, oldest first), read in one
+        statement that stops at the nearest checkpoint that can hold the value whole, or at the
+        checkpoint whose history a run start read last (:func:`known_history`), whose writes it
+        then need not read again. ``remember``: keep this one as that (a run start)."""
+        history, _ = await self._chained(thread_id, namespace, checkpoint_id, remember=remember)
+        return history
+
+    async def run_start(self, thread_id: str, namespace: str) -> Link | None:
+        """The head's link; on a saver whose run starts remember the history they read
+        (:func:`remembers_run_starts`), read in the same statement as the history at the head,
+        which is remembered: the run's own read at its start then needs no round trip."""
+        if not remembers_run_starts(self.saver):
+            return await self.link(thread_id, namespace)
+        _, head = await self._chained(thread_id, namespace, None, remember=True)
+        return head
+
     async def link(
         self, thread_id: str, namespace: str, checkpoint_id: str | None = None
     ) -> Link | None:

@@ -28,7 +28,6 @@ from . import (
     SqlBackend,
     chained_history,
     forget_histories,
-    remembers_run_starts,
     writes_by_checkpoint,
 )
 
@@ -216,34 +215,13 @@ class PostgresBackend(SqlBackend):
     async def _delta_history(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
         return await self.delta_history(thread_id, namespace, checkpoint_id)
 
-    async def delta_history(
-        self, thread_id: str, namespace: str, checkpoint_id: str, *, remember: bool = False
-    ) -> dict[str, Any]:
-        """``tool_state``'s delta history at a checkpoint, in LangGraph's form (a
-        ``DeltaChannelHistory``: the seed, and the writes after it, oldest first), read in one
-        statement (:func:`_delta_history_sql`) that stops where the SQLite backend's does, or
-        at the checkpoint whose history a run start read last (:func:`known_history`), whose
-        writes it then need not read again. ``remember``: keep this one as that (a run start).
-
-        The saver's own read takes two round trips, and its lookup of writes by a list of
-        checkpoints is a prepared statement, which PostgreSQL soon plans for any list: it then
-        scans the thread's writes (see :func:`_run`).
-        """
-        history, _ = await self._chained(thread_id, namespace, checkpoint_id, remember=remember)
-        return history
-
-    async def run_start(self, thread_id: str, namespace: str) -> Link | None:
-        """The head's link; on the library's saver, whose run starts remember the history they
-        read (``remembers_run_starts``), read in one statement with the history at the head,
-        which it remembers: the run's own read then needs no round trip."""
-        if not remembers_run_starts(self.saver):
-            return await self.link(thread_id, namespace)
-        _, head = await self._chained(thread_id, namespace, None, remember=True)
-        return head
-
     async def _chained(
         self, thread_id: str, namespace: str, checkpoint_id: str | None, *, remember: bool
     ) -> tuple[dict[str, Any], Link | None]:
+        """See :meth:`SqlBackend._chained`: one statement (:func:`_delta_history_sql`) that
+        stops where the SQLite backend's does. The saver's own read takes two round trips, and
+        its lookup of writes by a list of checkpoints is a prepared statement, which PostgreSQL
+        soon plans for any list: it then scans the thread's writes (see :func:`_run`)."""
         loads = self.saver.serde.loads_typed
 
         async def read(start: str | None, stop: str) -> ChainRead:

@@ -19,6 +19,7 @@ the message list included) followed by ``metadata``. Two consequences decide how
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
 import ormsgpack
@@ -30,6 +31,7 @@ from . import (
     TOOL_STATE,
     UNREAD,
     ChainRead,
+    Link,
     LinkRow,
     NeedsAsync,
     SqlBackend,
@@ -85,29 +87,38 @@ def _index_sql() -> list[str]:
     ]
 
 
-_CHAIN_SQL = (
-    # The parent chain from a checkpoint (itself first), by primary-key steps on the covering
-    # index, up to and including the first ancestor without delta counters (the nearest one
-    # that can hold tool_state whole) or the one whose history is known
-    # (backends.known_history). SQLite yields recursive rows as it makes them.
-    "WITH RECURSIVE chain(id, parent, counter, depth) AS ("
-    f"SELECT checkpoint_id, parent_checkpoint_id, {_COUNTER}, 0 FROM checkpoints "
-    f"INDEXED BY {INDEX_NAME} WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
-    f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_counter('c.')}, "
-    f"chain.depth + 1 FROM chain CROSS JOIN checkpoints c INDEXED BY {INDEX_NAME} "
-    "ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = chain.parent "
-    "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> ?)"
-)
-
-
-def _delta_history_sql(task_path: str) -> str:
-    """:data:`_CHAIN_SQL`'s chain (rows ``'c'``: id, parent, counter, depth), tool_state's
+@cache
+def _delta_history_sql(task_path: str, from_head: bool) -> str:
+    """The statement of a delta-history read (:meth:`SqliteBackend.delta_history`): the parent
+    chain from a checkpoint (itself first; the thread's newest where ``from_head``), by
+    primary-key steps on the covering index, up to and including the first ancestor without
+    delta counters (the nearest one that can hold tool_state whole) or the one whose history is
+    known (backends.known_history), as rows ``'c'`` (id, parent, counter, depth); tool_state's
     writes at the chain above the checkpoint itself (``'w'``: checkpoint, task path, task,
-    index, type, value) and the row of the link it stopped at (``'s'``: its type and data),
-    in one statement: a run start reads its delta history in one call to the database
-    thread, not three. ``task_path``: the column, or ``''`` where the table has none."""
+    index, type, value); the row of the link it stopped at (``'s'``: its type and data); and
+    the checkpoint's own link (``'h'``: id, parent, turn stamp, depth, source, all from the
+    index). One call to the database thread, not four. SQLite yields recursive rows as it
+    makes them. ``task_path``: the column, or ``''`` where the table has none.
+
+    Parameters: thread and namespace, the checkpoint's id (left out ``from_head``: thread and
+    namespace again), thread, namespace, the known checkpoint's id, thread, namespace, the
+    channel, thread, namespace."""
+    from ..state import TURN_METADATA_KEY
+
+    start = "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+    start = f"{start}ORDER BY checkpoint_id DESC LIMIT 1)" if from_head else "?"
     return (
-        f"{_CHAIN_SQL} SELECT 'c', id, parent, counter, depth, NULL, NULL FROM chain "
+        "WITH RECURSIVE chain(id, parent, counter, depth, stamp, source) AS ("
+        f"SELECT checkpoint_id, parent_checkpoint_id, {_COUNTER}, 0, "
+        f"json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
+        f"json_extract({_META_TEXT}, '$.source') FROM checkpoints INDEXED BY {INDEX_NAME} "
+        f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = {start} "
+        f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_counter('c.')}, "
+        f"chain.depth + 1, NULL, NULL FROM chain CROSS JOIN checkpoints c INDEXED BY {INDEX_NAME} "
+        "ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = chain.parent "
+        "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> ?) "
+        "SELECT 'c', id, parent, counter, depth, NULL, NULL FROM chain "
+        "UNION ALL SELECT 'h', id, parent, stamp, depth, source, NULL FROM chain WHERE depth = 0 "
         f"UNION ALL SELECT 'w', w.checkpoint_id, {task_path}, w.task_id, w.idx, w.type, "
         "w.value FROM chain CROSS JOIN writes w ON w.thread_id = ? AND w.checkpoint_ns = ? "
         "AND w.checkpoint_id = chain.id AND w.channel = ? WHERE chain.depth > 0 "
@@ -288,18 +299,32 @@ class SqliteBackend(SqlBackend):
         seed, each with the whole message list, so a run start on a long thread cost seconds.
         Here the chain comes from the covering index (ids, parents and delta counters), only
         the checkpoint it stops at is decoded (with the decoder that skips messages), and the
-        chain, its writes and that checkpoint are one statement.
+        chain, its writes and that checkpoint are one statement (:func:`_delta_history_sql`).
         """
         if not await self._indexed():
             return dict(await super()._delta_history(thread_id, namespace, checkpoint_id))
+        return await super().delta_history(thread_id, namespace, checkpoint_id, remember=remember)
+
+    async def run_start(self, thread_id: str, namespace: str) -> Link | None:
+        if not await self._indexed():  # (a file no writer indexed: not the library's saver's)
+            return await self.link(thread_id, namespace)
+        return await super().run_start(thread_id, namespace)
+
+    async def _chained(
+        self, thread_id: str, namespace: str, checkpoint_id: str | None, *, remember: bool
+    ) -> tuple[dict[str, Any], Link | None]:
         path = "w.task_path" if getattr(self.saver, "_has_task_path", True) else "''"
-        sql = _delta_history_sql(path)
 
         async def read(start: str | None, stop: str) -> ChainRead:
             where = (thread_id, namespace)
-            found = await self._rows(sql, (*where, start, *where, stop, *where, TOOL_STATE, *where))
+            sql = _delta_history_sql(path, start is None)
+            begin = where if start is None else (start,)
+            found = await self._rows(
+                sql, (*where, *begin, *where, stop, *where, TOOL_STATE, *where)
+            )
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
             row = next((r for r in found if r[0] == "s"), None)
+            own = next((Link(r[1], r[2], r[3], r[5]) for r in found if r[0] == "h"), None)
 
             def seed() -> Any:
                 stored = None if row is None else self._stored_in(row[5], row[6])
@@ -309,12 +334,12 @@ class SqliteBackend(SqlBackend):
                 [(r[1], r[2], r[3] is not None) for r in links],
                 [r[1:] for r in found if r[0] == "w"],
                 seed,
+                own,
             )
 
-        history, _ = await chained_history(
+        return await chained_history(
             self.saver, thread_id, namespace, checkpoint_id, read, remember=remember
         )
-        return history
 
     async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
