@@ -80,8 +80,8 @@ run start after a restart, and a read beyond the ring, which replay the writes f
 are where this cap decides: at 500 × 200 B with two rewritten a turn, the byte rule alone would
 take a snapshot about every 975 turns, this cap takes one every 1,000, and a turn stores about
 1.8 times the bytes it changed (at 1,000 updates it was every 333 turns and 2.6 times); the
-first run start after a restart then reads and replays up to 3,000 writes: 50–85 ms in memory,
-105–115 ms on SQLite and 110–140 ms on PostgreSQL over two full runs of ``python -m
+first run start after a restart then reads and replays up to 3,000 writes: 43–85 ms in memory,
+61–115 ms on SQLite and 86–140 ms on PostgreSQL over three full runs of ``python -m
 benchmarks`` (README), once per thread and process."""
 
 SNAPSHOT_RATIO = 3
