@@ -87,7 +87,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--quick", action="store_true", help="short threads: about five minutes")
+    parser.add_argument(
+        "--quick", action="store_true", help="short threads: about twenty-two minutes"
+    )
     parser.add_argument(
         "--turns", default=None, help="comma-separated lengths (default 100,500,1000)"
     )

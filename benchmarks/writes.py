@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 from uuid import uuid4
@@ -399,3 +399,56 @@ def listing_chars(keys: int = 5000) -> int:
     }
     state = {"messages": [HumanMessage("list")], "tool_state": merge_tool_state({}, writes)}
     return len(read_state_key("*", state))
+
+
+def spread_table(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A Markdown table of each cell's time ÷ the plain agent in each of ``runs`` (each what
+    :func:`measure` returned per backend), with the highest: how much a cell's ratio moves
+    between runs of the same code on the same machine."""
+    from .report import _cell
+
+    heads = " | ".join(f"run {i}" for i in range(1, len(runs) + 1))
+    lines = [
+        f"| backend | keys × bytes | {heads} | highest |",
+        "| --- | --- |" + " ---: |" * (len(runs) + 1),
+    ]
+    for backend, cells in runs[0].items():
+        for cell in cells:
+            ratios = [run[backend][cell]["ratio_time_lww"] for run in runs]
+            shown = " | ".join(f"{ratio:.2f}×" for ratio in ratios)
+            lines.append(f"| {backend} | {_cell(cell)} | {shown} | {max(ratios):.2f}× |")
+    return lines
+
+
+def main() -> None:
+    """``python -m benchmarks.writes``: the write cells alone, ``--runs`` times over."""
+    import argparse
+    import asyncio
+    import json
+    import shutil
+
+    from .common import RESULTS
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.writes")
+    parser.add_argument("--turns", type=int, default=50, help="measured turns per cell")
+    parser.add_argument("--backends", default="memory,sqlite,postgres")
+    parser.add_argument("--runs", type=int, default=1, help="runs of every cell, one after another")
+    args = parser.parse_args()
+    workdir = RESULTS / "work-writes"
+    runs = []
+    for run in range(args.runs):
+        shutil.rmtree(workdir, ignore_errors=True)
+        workdir.mkdir(parents=True)
+        progress(f"run {run + 1} of {args.runs}")
+        found = {}
+        for backend in args.backends.split(","):
+            found[backend] = asyncio.run(measure(backend, args.turns, workdir))
+        runs.append(found)
+    shutil.rmtree(workdir, ignore_errors=True)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "writes.json").write_text(json.dumps(runs, indent=1))
+    print("\n".join(spread_table(runs)))
+
+
+if __name__ == "__main__":
+    main()
