@@ -29,6 +29,10 @@ history read and the replay of its writes, in a process that remembers no earlie
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import shutil
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -51,7 +55,8 @@ from mcp_state_versions.backends.sqlite import _unpack
 from mcp_state_versions.scripted import ScriptedChatModel, call
 from mcp_state_versions.storage import DEFAULT_SNAPSHOT_FREQUENCY, REPLAYS, replay
 
-from .common import analyzed, opened, progress
+from .common import RESULTS, analyzed, opened, progress
+from .report import _cell
 
 CELLS = [(5, 200), (5, 10_000), (5, 200_000), (50, 200), (50, 10_000), (50, 200_000)]
 CELLS += [(500, 200), (500, 10_000)]
@@ -405,8 +410,6 @@ def spread_table(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     """A Markdown table of each cell's time ÷ the plain agent in each of ``runs`` (each what
     :func:`measure` returned per backend), with the highest: how much a cell's ratio moves
     between runs of the same code on the same machine."""
-    from .report import _cell
-
     heads = " | ".join(f"run {i}" for i in range(1, len(runs) + 1))
     lines = [
         f"| backend | keys × bytes | {heads} | highest |",
@@ -422,13 +425,6 @@ def spread_table(runs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def main() -> None:
     """``python -m benchmarks.writes``: the write cells alone, ``--runs`` times over."""
-    import argparse
-    import asyncio
-    import json
-    import shutil
-
-    from .common import RESULTS
-
     parser = argparse.ArgumentParser(prog="python -m benchmarks.writes")
     parser.add_argument("--turns", type=int, default=50, help="measured turns per cell")
     parser.add_argument("--backends", default="memory,sqlite,postgres")

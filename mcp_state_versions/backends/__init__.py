@@ -483,6 +483,11 @@ class Known(NamedTuple):
     history: Mapping[str, Any]
     stored_bytes: int
 
+    def copied(self) -> dict[str, Any]:
+        """The history as a dict of its own, whose ``writes`` a caller may extend: the
+        remembered one is handed to every later read and never changed."""
+        return {**self.history, "writes": list(self.history["writes"])}
+
 
 class _Remembered:
     """A saver's remembered histories, least recently read first, and their stored bytes
@@ -576,7 +581,7 @@ def assembled(
     loads = saver.serde.loads_typed
     size = sum(len(row[5] or b"") for row in rows)
     if known is not None:  # the chain ended at it
-        history = {**known.history, "writes": [*known.history["writes"]]}
+        history = known.copied()
         history["writes"] += pending_writes(rows, chain, loads)
         size += known.stored_bytes
     else:
@@ -605,6 +610,13 @@ class ChainRead(NamedTuple):
     start: Link | None = None
 
 
+def start_link(rows: Sequence[Sequence[Any]]) -> Link | None:
+    """The link of the checkpoint a backend's delta-history statement started at, from its row
+    ``('h', id, parent, turn stamp, depth, source, …)``, which both SQL backends' statements
+    return in that layout; ``None`` when the statement found no such checkpoint."""
+    return next((Link(r[1], r[2], r[3], r[5]) for r in rows if r[0] == "h"), None)
+
+
 async def chained_history(
     saver: Any,
     thread_id: str,
@@ -625,7 +637,7 @@ async def chained_history(
     history, or a gap to walk past) is decided in one place; their SQL stays their own."""
     known = known_history(saver, thread_id, namespace)
     if known is not None and known.checkpoint_id == checkpoint_id:
-        return {**known.history, "writes": list(known.history["writes"])}, None
+        return known.copied(), None
     chain: list[str] = []
     rows: list[Sequence[Any]] = []
     seed: Any = NOTHING_STORED
@@ -640,7 +652,7 @@ async def chained_history(
         if checkpoint_id is None:  # read from the head: now it has an id
             checkpoint_id, first = found.links[0][0], found.start
             if known is not None and known.checkpoint_id == checkpoint_id:
-                return {**known.history, "writes": list(known.history["writes"])}, first
+                return known.copied(), first
         chain.extend(link[0] for link in found.links[1:])
         rows += found.writes
         (last, parent, counted), start = found.links[-1], None

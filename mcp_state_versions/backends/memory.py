@@ -159,7 +159,7 @@ class MemoryBackend(Backend):
             checkpoint_id = max(stored, default="")
         known = known_history(self.saver, thread_id, namespace)
         if known is not None and known.checkpoint_id == checkpoint_id:
-            return {**known.history, "writes": list(known.history["writes"])}
+            return known.copied()
         blobs = self.saver.blobs  # type: ignore[attr-defined]
         saved = stored.get(checkpoint_id)
         current = saved[2] if saved is not None else None

@@ -28,6 +28,7 @@ from . import (
     SqlBackend,
     chained_history,
     forget_histories,
+    start_link,
     writes_by_checkpoint,
 )
 
@@ -230,12 +231,11 @@ class PostgresBackend(SqlBackend):
             found = await self._rows(sql, {**params, "ch": TOOL_STATE})
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
             stored = [r for r in found if r[0] == "s" and r[5] != "empty"]
-            own = next((Link(r[1], r[2], r[3], r[5]) for r in found if r[0] == "h"), None)
             return ChainRead(
                 [(r[1], r[2], r[5] is not None) for r in links],
                 [r[1:] for r in found if r[0] == "w"],
                 lambda: loads((stored[0][5], stored[0][6])) if stored else NOTHING_STORED,
-                own,
+                start_link(found),
             )
 
         return await chained_history(

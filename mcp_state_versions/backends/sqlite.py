@@ -37,6 +37,7 @@ from . import (
     SqlBackend,
     chained_history,
     forget_histories,
+    start_link,
     writes_by_checkpoint,
 )
 
@@ -324,7 +325,6 @@ class SqliteBackend(SqlBackend):
             )
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
             row = next((r for r in found if r[0] == "s"), None)
-            own = next((Link(r[1], r[2], r[3], r[5]) for r in found if r[0] == "h"), None)
 
             def seed() -> Any:
                 stored = None if row is None else self._stored_in(row[5], row[6])
@@ -334,7 +334,7 @@ class SqliteBackend(SqlBackend):
                 [(r[1], r[2], r[3] is not None) for r in links],
                 [r[1:] for r in found if r[0] == "w"],
                 seed,
-                own,
+                start_link(found),
             )
 
         return await chained_history(
