@@ -48,6 +48,7 @@ from .state import (
 )
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY
 from .tool import make_inspect_state
+from .view import ReadOnlyToolState
 
 __all__ = [
     "AUTO",
@@ -159,11 +160,12 @@ def build_agent(
     # own node runnable (as create_agent's model node), which reads the functions' signatures
     # once, where a RunnableLambda reads them again on every call.
     graph.add_node("agent", RunnableCallable(call_model, acall_model, name="agent"))
-    # @state: arguments are resolved before each tool runs; its result is then captured.
+    # A tool sees tool_state read-only (mcp_state_versions.view); @state: arguments are
+    # resolved before it runs; its result is then captured.
     captured = Capture(
         capture, toolset=toolset, inline_limit=inline_limit, secret_names=secret_names
     )
-    wrap, awrap = tool_call_wrappers(StateHandles(history), captured)
+    wrap, awrap = tool_call_wrappers(ReadOnlyToolState(), StateHandles(history), captured)
     tools_node = ToolNode(all_tools, wrap_tool_call=wrap, awrap_tool_call=awrap)
     graph.add_node("tools", tools_node)
     graph.add_edge(START, "agent")

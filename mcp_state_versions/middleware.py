@@ -37,6 +37,7 @@ from .publish import SECRET_NAMES, noted_messages
 from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
 from .tool import make_inspect_state
+from .view import ReadOnlyToolState
 
 __all__ = ["DEFAULT_INLINE_LIMIT", "SessionStateMiddleware"]
 
@@ -99,7 +100,9 @@ class SessionStateMiddleware(AgentMiddleware):
         self.capture = Capture(
             capture, toolset=toolset, inline_limit=inline_limit, secret_names=secret_names
         )
-        self._wrap, self._awrap = tool_call_wrappers(StateHandles(history), self.capture)
+        self._wrap, self._awrap = tool_call_wrappers(
+            ReadOnlyToolState(), StateHandles(history), self.capture
+        )
 
     # -- the turn clock -----------------------------------------------------------------------
 
@@ -135,7 +138,7 @@ class SessionStateMiddleware(AgentMiddleware):
     ) -> Any:
         return await handler(self._guided(request))
 
-    # -- tool calls: @state: handles, then capture ------------------------------------------
+    # -- tool calls: tool_state read-only, @state: handles, then capture ----------------
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
         return self._wrap(request, handler)

@@ -28,6 +28,7 @@ hook can further allow or refuse a caller per thread (403). Install with the ``a
 import asyncio
 import os
 from collections.abc import Callable, Sequence
+from importlib.metadata import version
 from typing import Any
 
 try:
@@ -90,7 +91,7 @@ def create_app(
     app = FastAPI(
         title="mcp-state-versions",
         summary="Session state of LangGraph threads, as of any turn.",
-        version="0.1.0",
+        version=version("mcp-state-versions"),
         openapi_url="/openapi.json" if docs_open else None,
         docs_url="/docs" if docs_open else None,
         redoc_url=None,
