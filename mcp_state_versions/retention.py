@@ -34,6 +34,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from .backends import ID, PARENT, TOOL_STATE, Backend, backend_for, run_sync
+from .backends.known import forget_histories, note_checkpoint, note_writes
 from .backends.memory import MemoryBackend, delete_checkpoints, forget
 from .backends.sqlite import SqliteBackend
 from .clock import turn_at
@@ -119,7 +120,46 @@ class PruningInMemorySaver(InMemorySaver):
         self.prune(thread_ids, strategy=strategy)
 
 
-class PruningSqliteSaver(AsyncSqliteSaver):
+class _NotesWhatItStores:
+    """For a database saver: tells :mod:`mcp_state_versions.backends.known` each checkpoint
+    it puts (before storing it) and each write it stored, so that a run start continuing what
+    this process wrote rebuilds ``tool_state`` with no read of its writes
+    (:func:`~mcp_state_versions.backends.known.caught_up`). A checkpoint that fails to store
+    forgets the thread's remembered history: what was noted no longer matches storage."""
+
+    serde: Any
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        namespace = configurable.get("checkpoint_ns", "")
+        parent = configurable.get("checkpoint_id")
+        note_checkpoint(self, thread_id, namespace, checkpoint["id"], parent, metadata)
+        try:
+            return await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
+        except BaseException:
+            forget_histories(self, thread_id)
+            raise
+
+    async def aput_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        await super().aput_writes(config, writes, task_id, task_path)  # type: ignore[misc]
+        configurable = config["configurable"]
+        # (an SQLite file from before task paths stores none, and a read sorts by "")
+        stored_path = task_path if getattr(self, "_has_task_path", True) else ""
+        note_writes(
+            self,
+            str(configurable["thread_id"]),
+            configurable.get("checkpoint_ns", ""),
+            configurable["checkpoint_id"],
+            writes,
+            task_id,
+            stored_path,
+        )
+
+
+class PruningSqliteSaver(_NotesWhatItStores, AsyncSqliteSaver):
     """``AsyncSqliteSaver`` with ``aprune`` implemented (SQLite keeps no separate blobs), and a
     delta history of ``tool_state`` that reads only what it needs.
 
@@ -216,7 +256,7 @@ def _postgres_saver_class() -> Any:
 
     from .backends.postgres import PostgresBackend
 
-    class DeltaReadingPostgresSaver(AsyncPostgresSaver):
+    class DeltaReadingPostgresSaver(_NotesWhatItStores, AsyncPostgresSaver):
         """``AsyncPostgresSaver`` whose run starts read ``tool_state``'s delta history in one
         round trip, not two, and never by a prepared lookup of a list of checkpoints."""
 

@@ -428,7 +428,7 @@ def test_remembered_histories_share_one_budget_least_recently_read_out_first(
 
     from mcp_state_versions import backends
 
-    monkeypatch.setattr(backends, "KNOWN_BYTES", 100)
+    monkeypatch.setattr(backends.known, "KNOWN_BYTES", 100)
     saver = SimpleNamespace()
 
     def remember(thread: str, size: int) -> None:

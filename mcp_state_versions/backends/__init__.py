@@ -33,7 +33,6 @@ raises :class:`NeedsAsync` instead of blocking. A new backend is one module with
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -41,8 +40,15 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ..state import TURN_METADATA_KEY
 from ..storage import NOTHING_STORED, Reducer, replay, stored_value
-
-TOOL_STATE = "tool_state"
+from .known import (
+    TOOL_STATE,
+    Known,
+    caught_up,
+    forget_histories,
+    known_history,
+    remember_history,
+    remembers_run_starts,
+)
 
 __all__ = [
     "COUNTER",
@@ -53,11 +59,16 @@ __all__ = [
     "TOOL_STATE",
     "UNREAD",
     "Backend",
+    "Known",
     "Link",
     "LinkRow",
     "NeedsAsync",
     "backend_for",
+    "forget_histories",
     "in_applied_order",
+    "known_history",
+    "remember_history",
+    "remembers_run_starts",
     "run_sync",
     "stamp_turn",
     "unreachable",
@@ -467,100 +478,6 @@ def writes_by_checkpoint(
     return found
 
 
-KNOWN_BYTES = 64 * 1024 * 1024
-"""The stored bytes of writes a saver's remembered delta histories may hold together; the least
-recently read give way first, and the one just read is always kept (the snapshot cadence
-bounds it: writes since a snapshot stay within a few times the state's size)."""
-
-_KNOWN = "_mcp_state_versions_known_histories"
-_KNOWN_LOCK = threading.Lock()
-
-
-class Known(NamedTuple):
-    """A remembered delta history (:func:`known_history`)."""
-
-    checkpoint_id: str
-    history: Mapping[str, Any]
-    stored_bytes: int
-
-    def copied(self) -> dict[str, Any]:
-        """The history as a dict of its own, whose ``writes`` a caller may extend: the
-        remembered one is handed to every later read and never changed."""
-        return {**self.history, "writes": list(self.history["writes"])}
-
-
-class _Remembered:
-    """A saver's remembered histories, least recently read first, and their stored bytes
-    together (kept as they change, so a run start does not add them all up again)."""
-
-    def __init__(self) -> None:
-        self.entries: dict[tuple[str, str], Known] = {}
-        self.total = 0
-
-    def put(self, key: tuple[str, str], known: Known) -> None:
-        self.pop(key)
-        while self.entries and self.total + known.stored_bytes > KNOWN_BYTES:
-            self.pop(next(iter(self.entries)))  # dicts keep insertion order
-        self.entries[key] = known
-        self.total += known.stored_bytes
-
-    def pop(self, key: tuple[str, str]) -> None:
-        found = self.entries.pop(key, None)
-        if found is not None:
-            self.total -= found.stored_bytes
-
-
-def known_history(saver: Any, thread_id: str, namespace: str) -> Known | None:
-    """The delta history of ``tool_state`` this process last read at a run start of the
-    thread, or ``None``.
-
-    Why: every run start rebuilds ``tool_state`` from the writes since the last snapshot, and
-    reading them all again cost a run start time in proportion to how far the thread is past
-    its snapshot, which is what kept snapshots frequent (and storage above what changed). A
-    checkpoint's history is fixed once its ancestors are: the writes at a checkpoint are those
-    of the step after it, and the chain below it never changes. So a read that comes up the
-    parents to the remembered checkpoint needs only the writes above it; the rest is the
-    remembered history. A chain that does not pass through it (another branch, a newer
-    snapshot on the way) is read whole, as before.
-    """
-    with _KNOWN_LOCK:
-        remembered = saver.__dict__.get(_KNOWN)
-        return None if remembered is None else remembered.entries.get((thread_id, namespace))
-
-
-def remember_history(
-    saver: Any,
-    thread_id: str,
-    namespace: str,
-    checkpoint_id: str,
-    history: Mapping[str, Any],
-    stored_bytes: int,
-) -> None:
-    """Remember ``history`` as ``checkpoint_id``'s (see :func:`known_history`), within
-    :data:`KNOWN_BYTES` with the others."""
-    with _KNOWN_LOCK:
-        remembered: _Remembered = saver.__dict__.setdefault(_KNOWN, _Remembered())
-        remembered.put((thread_id, namespace), Known(checkpoint_id, dict(history), stored_bytes))
-
-
-def remembers_run_starts(saver: Any) -> bool:
-    """Whether ``saver``'s run starts read ``tool_state``'s history through this package and
-    remember it (:func:`known_history`): the library's savers
-    (:mod:`mcp_state_versions.retention`) say so with a class attribute. Only for such a saver
-    is a history read ahead of a run (:meth:`Backend.run_start`) one the run then uses."""
-    return getattr(saver, "remembers_run_starts", False) is True
-
-
-def forget_histories(saver: Any, thread_id: str | None = None) -> None:
-    """Drop the remembered histories of ``thread_id`` (every thread: ``None``), as a thread's
-    deletion or a prune changes what its checkpoints are."""
-    with _KNOWN_LOCK:
-        remembered: _Remembered | None = saver.__dict__.get(_KNOWN)
-        if remembered is not None:
-            for key in [k for k in remembered.entries if thread_id is None or k[0] == thread_id]:
-                remembered.pop(key)
-
-
 def assembled(
     saver: Any,
     thread_id: str,
@@ -572,12 +489,13 @@ def assembled(
     rows: Sequence[Sequence[Any]],
     seed: Any,
     remember: bool,
+    counted: bool | None = None,
 ) -> dict[str, Any]:
     """A delta history from what a backend's read found: the write ``rows`` at ``chain`` (the
     links above the checkpoint, newest first) on ``seed``; or, where the chain ended at the
     remembered checkpoint ``known`` (one that holds no seed itself), the remembered writes,
     then these, on its seed. ``remember``: keep it as the thread's (see
-    :func:`known_history`)."""
+    :func:`known_history`), with ``counted``, whether the checkpoint holds a delta counter."""
     loads = saver.serde.loads_typed
     size = sum(len(row[5] or b"") for row in rows)
     if known is not None:  # the chain ended at it
@@ -589,7 +507,7 @@ def assembled(
         if seed is not NOTHING_STORED:
             history["seed"] = seed
     if remember:
-        remember_history(saver, thread_id, namespace, checkpoint_id, history, size)
+        remember_history(saver, thread_id, namespace, checkpoint_id, history, size, counted=counted)
     return history
 
 
@@ -634,7 +552,12 @@ async def chained_history(
     :func:`assembled`. A namespace without checkpoints has no writes and nothing to remember.
 
     The database backends share this loop, so what a chain's end means (a seed, the known
-    history, or a gap to walk past) is decided in one place; their SQL stays their own."""
+    history, or a gap to walk past) is decided in one place; their SQL stays their own. A run
+    start (``remember``) first extends the remembered history by what the saver stored since
+    (:func:`~mcp_state_versions.backends.known.caught_up`): continuing the thread this process
+    wrote, it then reads no writes, only the head's link where it starts from the head."""
+    if remember:
+        caught_up(saver, thread_id, namespace, checkpoint_id)
     known = known_history(saver, thread_id, namespace)
     if known is not None and known.checkpoint_id == checkpoint_id:
         return known.copied(), None
@@ -645,10 +568,13 @@ async def chained_history(
     stop = "" if known is None else known.checkpoint_id
     reached = False
     first: Link | None = None
+    own_counter: bool | None = None  # whether the checkpoint itself holds a delta counter
     while start is not None or checkpoint_id is None:
         found = await read(start, stop)
         if not found.links:
             break
+        if own_counter is None:
+            own_counter = found.links[0][2]
         if checkpoint_id is None:  # read from the head: now it has an id
             checkpoint_id, first = found.links[0][0], found.start
             if known is not None and known.checkpoint_id == checkpoint_id:
@@ -676,6 +602,7 @@ async def chained_history(
         rows=rows,
         seed=seed,
         remember=remember,
+        counted=own_counter,
     )
     return history, first
 
