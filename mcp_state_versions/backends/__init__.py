@@ -11,6 +11,10 @@ its storage allows:
 * :mod:`.postgres`: ``PostgresSaver`` and ``AsyncPostgresSaver``, by SQL on their tables;
 * :mod:`.generic`: any other ``BaseCheckpointSaver``, through its public API only.
 
+What a process remembers of ``tool_state``'s delta histories, and what the library's savers
+stored since, is :mod:`.known`: every family's delta-history read stops at the checkpoint
+it remembers.
+
 A turn read needs three things, and a backend offers exactly those: the *lineage* (ids, parents
 and the turn stamp of every checkpoint of a namespace, without channel values), the
 ``tool_state`` channel of one checkpoint (which carries the turn clock), and, for threads older

@@ -153,10 +153,11 @@ def remember_history(
 
 def remembers_run_starts(saver: Any) -> bool:
     """Whether ``saver``'s run starts read ``tool_state``'s history through this package and
-    remember it (:func:`known_history`), and whether it notes what it stores
-    (:func:`note_checkpoint`): the library's savers (:mod:`mcp_state_versions.retention`) say
-    so with a class attribute. Only for such a saver is a history read ahead of a run
-    (:meth:`~mcp_state_versions.backends.Backend.run_start`) one the run then uses."""
+    remember it (:func:`known_history`): the library's savers
+    (:mod:`mcp_state_versions.retention`) say so with a class attribute, and the database ones
+    among them also note what they store (:func:`note_checkpoint`). Only for such a saver is a
+    history read ahead of a run (:meth:`~mcp_state_versions.backends.Backend.run_start`) one
+    the run then uses."""
     return getattr(saver, "remembers_run_starts", False) is True
 
 
