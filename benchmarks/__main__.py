@@ -12,8 +12,8 @@ costs against a plain agent, over keys × sizes, and one 5 MB value rewritten), 
 (the timeline page on a thread of 1,000 turns × 100 keys, in Debian's chromium);
 :mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plots
 to ``benchmarks/results/latest.png`` (reads) and ``latest-writes.png`` (writes). ``--quick``
-uses short threads and takes about twenty-two minutes here (its 500-key threads still run to
-their first snapshot); the full run about sixty (threads of 1,000 turns on three backends, 50
+uses short threads and takes sixteen to twenty-two minutes here (its 500-key threads still run
+to their first snapshot); the full run about forty, sixty once (threads of 1,000 turns on three backends, 50
 measured turns per write cell, and a sweep over 10,000 threads).
 """
 
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         prog="python -m benchmarks", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument(
-        "--quick", action="store_true", help="short threads: about twenty-two minutes"
+        "--quick", action="store_true", help="short threads: sixteen to twenty-two minutes"
     )
     parser.add_argument(
         "--turns", default=None, help="comma-separated lengths (default 100,500,1000)"

@@ -35,9 +35,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from .backends import NeedsAsync, backend_for, stamp_turn
-from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, tool_call_wrappers
+from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, session_tool_wrappers
 from .clock import current_turn, ticks_around
-from .handles import StateHandles
 from .history import AUTO, HistoryOption
 from .publish import SECRET_NAMES, noted_messages
 from .state import (
@@ -48,7 +47,6 @@ from .state import (
 )
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY
 from .tool import make_inspect_state
-from .view import ReadOnlyToolState
 
 __all__ = [
     "AUTO",
@@ -160,12 +158,10 @@ def build_agent(
     # own node runnable (as create_agent's model node), which reads the functions' signatures
     # once, where a RunnableLambda reads them again on every call.
     graph.add_node("agent", RunnableCallable(call_model, acall_model, name="agent"))
-    # A tool sees tool_state read-only (mcp_state_versions.view); @state: arguments are
-    # resolved before it runs; its result is then captured.
     captured = Capture(
         capture, toolset=toolset, inline_limit=inline_limit, secret_names=secret_names
     )
-    wrap, awrap = tool_call_wrappers(ReadOnlyToolState(), StateHandles(history), captured)
+    wrap, awrap = session_tool_wrappers(history, captured)
     tools_node = ToolNode(all_tools, wrap_tool_call=wrap, awrap_tool_call=awrap)
     graph.add_node("tools", tools_node)
     graph.add_edge(START, "agent")

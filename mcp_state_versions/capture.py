@@ -34,10 +34,19 @@ from langgraph.types import Command
 from pydantic import BaseModel
 
 from .clock import current_turn
+from .handles import StateHandles
+from .history import HistoryOption
 from .publish import SECRET_NAMES, holds_fields, publication, tool_state_writes, withheld
 from .render import dumps
+from .view import ReadOnlyToolState
 
-__all__ = ["DEFAULT_INLINE_LIMIT", "Capture", "CaptureOption", "tool_call_wrappers"]
+__all__ = [
+    "DEFAULT_INLINE_LIMIT",
+    "Capture",
+    "CaptureOption",
+    "session_tool_wrappers",
+    "tool_call_wrappers",
+]
 
 DEFAULT_INLINE_LIMIT = 1000
 """Captured results whose JSON is at most this many characters stay in the message after the
@@ -148,6 +157,15 @@ def tool_call_wrappers(
         return await run(request)
 
     return wrap, awrap
+
+
+def session_tool_wrappers(
+    history: HistoryOption, capture: Capture
+) -> tuple[Callable[[ToolCallRequest, Execute], Any], Callable[..., Awaitable[Any]]]:
+    """The tool-call layers ``build_agent`` and ``SessionStateMiddleware`` install, in one
+    order for both: the tool sees ``tool_state`` read-only (:mod:`mcp_state_versions.view`),
+    ``@state:`` handles are resolved before it runs, and its result is then captured."""
+    return tool_call_wrappers(ReadOnlyToolState(), StateHandles(history), capture)
 
 
 _KEPT = "__mcp_state_versions_output__"

@@ -29,15 +29,13 @@ from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 
 from .agent import SESSION_STATE_PROMPT
-from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, tool_call_wrappers
+from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, session_tool_wrappers
 from .clock import close_turn, open_turn
-from .handles import StateHandles
 from .history import AUTO, HistoryOption
 from .publish import SECRET_NAMES, noted_messages
 from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
 from .tool import make_inspect_state
-from .view import ReadOnlyToolState
 
 __all__ = ["DEFAULT_INLINE_LIMIT", "SessionStateMiddleware"]
 
@@ -100,9 +98,7 @@ class SessionStateMiddleware(AgentMiddleware):
         self.capture = Capture(
             capture, toolset=toolset, inline_limit=inline_limit, secret_names=secret_names
         )
-        self._wrap, self._awrap = tool_call_wrappers(
-            ReadOnlyToolState(), StateHandles(history), self.capture
-        )
+        self._wrap, self._awrap = session_tool_wrappers(history, self.capture)
 
     # -- the turn clock -----------------------------------------------------------------------
 
@@ -138,7 +134,7 @@ class SessionStateMiddleware(AgentMiddleware):
     ) -> Any:
         return await handler(self._guided(request))
 
-    # -- tool calls: tool_state read-only, @state: handles, then capture ----------------
+    # -- tool calls: capture.session_tool_wrappers ------------------------------------------
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: Callable[..., Any]) -> Any:
         return self._wrap(request, handler)

@@ -33,9 +33,10 @@ __all__ = ["ReadOnlyToolState"]
 
 class ReadOnlyToolState:
     """A tool-call layer (``wrap_tool_call`` / ``awrap_tool_call``, as
-    :func:`~mcp_state_versions.capture.tool_call_wrappers` chains them) that hands the call a
-    state whose ``tool_state`` is a read-only view of the channel's dict; see the module's
-    docstring. A state that is not a dict, or holds no ``tool_state`` dict, passes unchanged."""
+    :func:`~mcp_state_versions.capture.tool_call_wrappers` chains them; first of
+    :func:`~mcp_state_versions.capture.session_tool_wrappers`) that hands the call a state
+    whose ``tool_state`` is a read-only view of the channel's dict; see the module's docstring.
+    A state that is not a dict, or holds no ``tool_state`` dict, passes unchanged."""
 
     def wrap_tool_call(
         self, request: ToolCallRequest, execute: Callable[[ToolCallRequest], Any]

@@ -68,6 +68,24 @@ def _fresh_saver(saver: Any) -> Any:
     return type(saver)(saver.conn)
 
 
+async def _at_head(saver: Any, config: dict[str, Any]) -> dict[str, Any]:
+    """The config of the thread's newest checkpoint, as a run start reads its history."""
+    head = (await saver.aget_tuple(config)).config["configurable"]
+    return {"configurable": {**head, "checkpoint_ns": ""}}
+
+
+async def _history(saver: Any, at: dict[str, Any]) -> dict[str, Any]:
+    """``tool_state``'s delta history at ``at``, as a run start reads it from ``saver``."""
+    found = await saver.aget_delta_channel_history(config=at, channels=["tool_state"])
+    return found["tool_state"]
+
+
+async def _same_as_fresh(saver: Any, fresh: Any, config: dict[str, Any]) -> None:
+    """The history a run start at the head gets equals the one a fresh saver reads."""
+    at = await _at_head(saver, config)
+    _same(await _history(saver, at), await _history(fresh, at))
+
+
 def _same(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
     assert [w[:2] for w in ours["writes"]] == [w[:2] for w in theirs["writes"]]
     assert [w[2] for w in ours["writes"]] == [w[2] for w in theirs["writes"]]
@@ -128,24 +146,20 @@ async def test_an_extended_history_is_the_one_storage_gives(
                 update = tool_state_writes("t", "update", {"u": step}, turn=None)
                 values = {"messages": [HumanMessage("a note")], "tool_state": update}
                 await agent.aupdate_state(config, values)
-            head = (await saver.aget_tuple(config)).config
-            done.append(head["configurable"]["checkpoint_id"])
-            at = {"configurable": {**head["configurable"], "checkpoint_ns": ""}}
+            at = await _at_head(saver, config)
+            done.append(at["configurable"]["checkpoint_id"])
             sent.clear()
-            ours = await saver.aget_delta_channel_history(config=at, channels=["tool_state"])
+            ours = await _history(saver, at)
             if not sent:
                 extended += 1
-            theirs = await fresh.aget_delta_channel_history(config=at, channels=["tool_state"])
             stock = await super(type(fresh), fresh).aget_delta_channel_history(
                 config=at, channels=["tool_state"]
             )
-            _same(ours["tool_state"], theirs["tool_state"])
-            _same(ours["tool_state"], stock["tool_state"])
+            _same(ours, await _history(fresh, at))
+            _same(ours, stock["tool_state"])
             checked += 1
             known = known_history(saver, thread_id, "")
-            assert (
-                known is not None and known.checkpoint_id == head["configurable"]["checkpoint_id"]
-            )
+            assert known is not None and known.checkpoint_id == done[-1]
         # the state the agent runs with is the one a process that remembers nothing rebuilds
         again = build_agent(
             ScriptedChatModel(respond=_respond),
@@ -196,11 +210,7 @@ async def test_writes_a_failed_step_left_at_the_head_are_in_the_extended_history
                     await app.ainvoke(message, config)
             else:
                 await app.ainvoke(message, config)
-            head = (await saver.aget_tuple(config)).config["configurable"]
-            at = {"configurable": {**head, "checkpoint_ns": ""}}
-            ours = await saver.aget_delta_channel_history(config=at, channels=["tool_state"])
-            theirs = await fresh.aget_delta_channel_history(config=at, channels=["tool_state"])
-            _same(ours["tool_state"], theirs["tool_state"])
+            await _same_as_fresh(saver, fresh, config)
         state = (await app.aget_state(config)).values["tool_state"]
         assert state["t/w/text"]["value"] == "seven"
 
@@ -219,13 +229,6 @@ async def test_notes_give_way_to_a_read_when_they_cannot_be_trusted(
         fresh = _fresh_saver(saver)
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
 
-        async def compared() -> None:
-            head = (await saver.aget_tuple(config)).config["configurable"]
-            at = {"configurable": {**head, "checkpoint_ns": ""}}
-            ours = await saver.aget_delta_channel_history(config=at, channels=["tool_state"])
-            theirs = await fresh.aget_delta_channel_history(config=at, channels=["tool_state"])
-            _same(ours["tool_state"], theirs["tool_state"])
-
         for text in ["put a=1", "put b=2", "put a=3"]:
             await run_turn(agent, thread_id, text)
         assert known_history(saver, thread_id, "").tracked  # type: ignore[union-attr]
@@ -234,7 +237,7 @@ async def test_notes_give_way_to_a_read_when_they_cannot_be_trusted(
         remembered = known_history(saver, thread_id, "")
         assert remembered is not None and not remembered.tracked
         assert known.caught_up(saver, thread_id, "", None) is None
-        await compared()
+        await _same_as_fresh(saver, fresh, config)
         monkeypatch.undo()
 
         stored = type(saver).__mro__[2].aput  # the saver's own put, under the library's
@@ -248,6 +251,6 @@ async def test_notes_give_way_to_a_read_when_they_cannot_be_trusted(
         assert known_history(saver, thread_id, "") is None
         monkeypatch.setattr(type(saver).__mro__[2], "aput", stored)
         await run_turn(agent, thread_id, "put e=6")
-        await compared()
+        await _same_as_fresh(saver, fresh, config)
         state = (await agent.aget_state(config)).values["tool_state"]
         assert state["t/put/e"]["value"] == 6 and "t/put/d" not in state

@@ -560,9 +560,8 @@ async def chained_history(
     start (``remember``) first extends the remembered history by what the saver stored since
     (:func:`~mcp_state_versions.backends.known.caught_up`): continuing the thread this process
     wrote, it then reads no writes, only the head's link where it starts from the head."""
-    if remember:
-        caught_up(saver, thread_id, namespace, checkpoint_id)
-    known = known_history(saver, thread_id, namespace)
+    known = caught_up(saver, thread_id, namespace, checkpoint_id) if remember else None
+    known = known or known_history(saver, thread_id, namespace)
     if known is not None and known.checkpoint_id == checkpoint_id:
         return known.copied(), None
     chain: list[str] = []

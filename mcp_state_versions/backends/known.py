@@ -75,7 +75,7 @@ class _Written:
     and stored bytes; the first one stored for a position stays, as in the savers)."""
 
     def __init__(self) -> None:
-        self.born: dict[str, tuple[str | None, bool]] = {}
+        self.born: dict[str, tuple[str, bool]] = {}
         self.writes: dict[str, dict[tuple[str, int], tuple[str, Any, int]]] = {}
         self.newest: str | None = None
         self.bytes = 0
@@ -253,14 +253,16 @@ def caught_up(saver: Any, thread_id: str, namespace: str, target: str | None) ->
         if known is None or written is None:
             return None
         target = target or written.newest
-        if target is None or target == known.checkpoint_id:
-            return known if target is not None else None
+        if target is None:
+            return None
+        if target == known.checkpoint_id:
+            return known
         if not (known.tracked and known.counted):
             return None
         path = []  # target's ancestors up to the remembered checkpoint, newest first
-        node: str | None = target
+        node = target
         while node != known.checkpoint_id:
-            link = written.born.get(node) if node is not None else None
+            link = written.born.get(node)
             if link is None:
                 return None
             node = link[0]
@@ -285,7 +287,8 @@ def caught_up(saver: Any, thread_id: str, namespace: str, target: str | None) ->
 def _forget_ancestors(written: _Written, checkpoint_id: str) -> None:
     """Drop what was noted at ``checkpoint_id``'s born-tracked ancestors: its remembered history
     holds their writes now."""
-    node = written.born.get(checkpoint_id, (None, False))[0]
+    link = written.born.get(checkpoint_id)
+    node = None if link is None else link[0]
     while node is not None:
         written.drop_writes(node)
         link = written.born.pop(node, None)
