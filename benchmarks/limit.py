@@ -100,7 +100,7 @@ async def _postgres(saver: Any, thread_id: str, turn: int) -> Any:
 async def _sqlite(saver: Any, thread_id: str, turn: int) -> Any:
     meta = "CAST(metadata AS TEXT)"
     async with saver.lock:
-        cursor = await saver.conn.execute(
+        links = await saver.conn.execute_fetchall(
             f"SELECT checkpoint_id, parent_checkpoint_id, "
             f"json_extract({meta}, '$.{TURN_METADATA_KEY}'), json_extract({meta}, '$.source'), "
             f"json_extract({meta}, '$.counters_since_delta_snapshot.tool_state') "
@@ -108,21 +108,19 @@ async def _sqlite(saver: Any, thread_id: str, turn: int) -> Any:
             "WHERE thread_id = ? AND checkpoint_ns = ''",
             (thread_id,),
         )
-        chain = _end_of_turn(list(await cursor.fetchall()), turn)
-        cursor = await saver.conn.execute(
+        chain = _end_of_turn(list(links), turn)
+        ((data,),) = await saver.conn.execute_fetchall(
             "SELECT checkpoint FROM checkpoints "
             "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
             (thread_id, chain[-1]),
         )
-        (data,) = await cursor.fetchone()
         marks = ",".join("?" * (len(chain) - 1))
-        cursor = await saver.conn.execute(
+        rows = await saver.conn.execute_fetchall(
             "SELECT checkpoint_id, task_path, task_id, idx, value FROM writes "
             "WHERE thread_id = ? AND checkpoint_ns = '' AND channel = 'tool_state' "
             f"AND checkpoint_id IN ({marks or 'NULL'})",
             (thread_id, *chain[1:]),
         )
-        rows = await cursor.fetchall()
     seed = _unpack(data)["channel_values"].get("tool_state")
     position = {checkpoint_id: i for i, checkpoint_id in enumerate(chain)}
     writes = [(position[r[0]], writes_sort_key(r[1], r[2], r[3]), _unpack(r[4])) for r in rows]

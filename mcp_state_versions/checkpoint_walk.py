@@ -302,12 +302,21 @@ class _Chain:
                 low = middle + 1
         return low if low < len(self.links) else None
 
-    async def state_at_end_of(self, turn: int) -> Mapping[str, StateEntry] | None:
+    async def state_at_end_of(
+        self, turn: int, *, newer_only: bool = False
+    ) -> Mapping[str, StateEntry] | None:
         """``tool_state`` as ``turn`` ended, ``None`` when the chain does not reach that far
-        back (not retained); damage on the way is reported as that turn's."""
+        back (not retained); damage on the way is reported as that turn's.
+
+        With ``newer_only``, also ``None`` when the turn's end is the head: a newer checkpoint
+        is what shows, by its clock, that the turn ended, so the head's own clock need not be
+        read to count the thread's turns (see :meth:`CheckpointHistory.ended_tool_state`).
+        """
         try:
             found = await self.end_of_turn_confirmed(turn)
-            return None if found is None else (await self.tool_state(found) or {})
+            if found is None or (newer_only and found == 0):
+                return None
+            return await self.tool_state(found) or {}
         except DamagedState as damaged:
             raise DamagedState(self._thread_id, turn, damaged.detail) from damaged.__cause__
 
@@ -435,6 +444,25 @@ class CheckpointHistory:
         if turn < 1 or turn > index.total:
             return TurnSnapshot(turn=turn, index=index, tool_state=None)
         return TurnSnapshot(turn=turn, index=index, tool_state=await chain.state_at_end_of(turn))
+
+    async def ended_tool_state(self, thread_id: str, turn: int) -> Mapping[str, StateEntry] | None:
+        """``tool_state`` as ``turn`` ended, when a newer checkpoint on the branch shows that it
+        did; ``None`` otherwise (the turn's end is the head, or not on the branch, or the turn
+        never happened), and :meth:`tool_state_at` then tells which.
+
+        This is :meth:`tool_state_at` without the thread's turn count, which costs a rebuild
+        of the head's ``tool_state`` (its clock is part of it): about as much as the rest of a
+        read of an older turn on a thread of a hundred turns. A turn whose end has a newer
+        checkpoint after it, by the clocks (:meth:`_Chain.end_of_turn_confirmed`), ended, so
+        it is within the count whatever the count is, and the answer is the one
+        :meth:`tool_state_at` gives. :func:`~mcp_state_versions.resolve.resolve_turn` asks
+        this first.
+        """
+        chain = await self._chain(thread_id)
+        self._last_chain = (thread_id, chain)  # for version_end, as in tool_state_at
+        if turn < 1:
+            return None
+        return await chain.state_at_end_of(turn, newer_only=True)
 
     async def version_end(
         self, thread_id: str, key: str, since: int, turn: int, last_possible: int

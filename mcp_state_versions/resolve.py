@@ -128,8 +128,12 @@ async def resolve_turn(
         return KeyNotSetYet(key=key, turn=turn, first_turn=lookup.first_turn)
     if history is None or thread_id is None:
         return NoHistory(key=key, turn=turn, oldest_in_ring=lookup.oldest_in_ring)
-    snapshot = await history.tool_state_at(thread_id, turn)
-    past = _past_entry(snapshot, key, turn, current_turn)
+    ended = getattr(history, "ended_tool_state", None)
+    state = None if ended is None else await ended(thread_id, turn)
+    if state is not None:
+        past = _entry_in(state, key, turn)
+    else:
+        past = _past_entry(await history.tool_state_at(thread_id, turn), key, turn, current_turn)
     if not is_entry(past):
         return past  # type: ignore[no-any-return]
     since = past["since"]
@@ -153,7 +157,13 @@ def _past_entry(snapshot: TurnSnapshot, key: str, turn: int, current_turn: int) 
             total=total,
             retained=range(retained.start if retained else snapshot.index.total + 1, total + 1),
         )
-    past = snapshot.tool_state.get(key)
+    return _entry_in(snapshot.tool_state, key, turn)
+
+
+def _entry_in(tool_state: Mapping[str, Any], key: str, turn: int) -> Any:
+    """``key``'s entry in ``tool_state`` as ``turn`` ended, or the answer when it holds no
+    entry to compare (not set yet, evicted then, a plain value)."""
+    past = tool_state.get(key)
     if past is None:
         return KeyNotSetYet(key=key, turn=turn, first_turn=None)
     if not is_entry(past):  # stored before the reducer adopted it

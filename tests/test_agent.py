@@ -46,6 +46,10 @@ class SpyHistory(CheckpointHistory):
         SpyHistory.calls += 1
         return await super().tool_state_at(thread_id, turn)
 
+    async def ended_tool_state(self, thread_id: str, turn: int):  # type: ignore[no-untyped-def]
+        SpyHistory.calls += 1
+        return await super().ended_tool_state(thread_id, turn)
+
 
 @pytest.mark.parametrize("with_history", [False, True])
 async def test_seed_scenario_through_the_agent(with_history: bool) -> None:

@@ -292,6 +292,43 @@ async def test_stamps_that_name_no_turn_or_the_wrong_one_change_no_answer(
     ]
 
 
+async def test_an_ended_turn_s_state_is_the_one_the_counted_read_gives(
+    saver: Any, thread_id: str
+) -> None:
+    """``ended_tool_state`` skips counting the thread's turns (a rebuild of the head): where it
+    answers, the answer is ``tool_state_at``'s, and it answers every retained turn that has a
+    newer checkpoint after it, through wrong stamps, an edit between turns, a fork and a
+    prune; it never answers a turn that never happened or is not retained."""
+    agent = agent_on(saver, ring_size=0)
+    config = {"configurable": {"thread_id": thread_id}}
+    for text, stamp in [("find Copenhagen", 1), ("chat", 7), ("find Aarhus", "x"), ("chat", 3)]:
+        await agent.ainvoke(
+            {"messages": [("user", text)]},
+            {**config, "metadata": {"mcp_state_versions_turn": stamp}},
+        )
+    await agent.aupdate_state(config, {"tool_state": {"ops/edit/note": {"value": "edited"}}})
+    for text in ["find Oslo", "chat", "find Copenhagen"]:
+        await run_turn(agent, thread_id, text)
+    await fork_at(agent, thread_id, 5, "find Aarhus")
+    await run_turn(agent, thread_id, "chat")
+    history = CheckpointHistory(saver)
+
+    async def compare() -> list[int]:
+        total = (await history.turns(thread_id)).total
+        answered = []
+        for turn in range(0, total + 3):
+            ended = await history.ended_tool_state(thread_id, turn)
+            counted = await history.tool_state_at(thread_id, turn)
+            if ended is not None:
+                assert ended == counted.tool_state, turn
+                answered.append(turn)
+        return answered
+
+    assert await compare() == [1, 2, 3, 4, 5, 6]  # turn 7 ends at the head: counted only
+    await prune_thread(saver, thread_id, keep_turns=3)
+    assert await compare() == [5, 6]
+
+
 def test_the_chain_is_the_rows_when_unforked_and_follows_parents_otherwise() -> None:
     linear = [("c3", "c2", 2, "loop"), ("c2", "c1", 1, "loop"), ("c1", None, 1, "input")]
     assert _from_head(linear) is linear  # taken as it is, no row rebuilt

@@ -197,8 +197,8 @@ class SqliteBackend(SqlBackend):
         if self.sync:
             raise NeedsAsync(type(self.saver).__name__)
         await self.saver.setup()
-        async with self.saver.lock, self.saver.conn.execute(sql, tuple(params)) as cursor:
-            return list(await cursor.fetchall())
+        async with self.saver.lock:
+            return list(await self.saver.conn.execute_fetchall(sql, tuple(params)))
 
     async def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
         if self.native_sync:
