@@ -35,6 +35,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from .backends import NeedsAsync, backend_for, stamp_turn
+from .backends.stamps import NEXT_TURN, continues_stamped, stamps_at_put
 from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, session_tool_wrappers
 from .clock import current_turn, ticks_around
 from .history import AUTO, HistoryOption
@@ -192,13 +193,21 @@ async def run_turn(
     clock); otherwise from the thread's clock, which means rebuilding its state.
     """
     base: RunnableConfig = {"configurable": {"thread_id": thread_id, **configurable}}
+    message = {"messages": [HumanMessage(text)]}
+    saver = agent.checkpointer
+    if (
+        "checkpoint_id" not in configurable
+        and stamps_at_put(saver)
+        and continues_stamped(saver, thread_id, str(configurable.get("checkpoint_ns") or ""))
+    ):
+        # The saver stamps the run as it stores it, from the checkpoint the run continues
+        # (backends.stamps): no read of the head before the run.
+        return await agent.ainvoke(message, {**base, "metadata": {TURN_METADATA_KEY: NEXT_TURN}})
     turn = await _stamped_turn(agent, base)
     if turn is None:
         snapshot = await agent.aget_state(base)
         turn = current_turn(snapshot.values or {})
-    return await agent.ainvoke(
-        {"messages": [HumanMessage(text)]}, turn_config(thread_id, turn + 1, **configurable)
-    )
+    return await agent.ainvoke(message, turn_config(thread_id, turn + 1, **configurable))
 
 
 async def _stamped_turn(agent: CompiledStateGraph, config: RunnableConfig) -> int | None:

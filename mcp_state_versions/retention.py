@@ -37,6 +37,7 @@ from .backends import ID, PARENT, TOOL_STATE, Backend, backend_for, run_sync
 from .backends.known import forget_histories, note_checkpoint, note_writes
 from .backends.memory import MemoryBackend, delete_checkpoints, forget
 from .backends.sqlite import SqliteBackend
+from .backends.stamps import note_stamp, settle
 from .clock import turn_at
 from .storage import NOTHING_STORED
 
@@ -129,11 +130,30 @@ class _NotesWhatItStores:
 
     serde: Any
 
+    stamps_at_put = True
+    """It settles the turn stamp :func:`~mcp_state_versions.agent.run_turn` leaves to it
+    (:mod:`mcp_state_versions.backends.stamps`)."""
+
+    async def aget_tuple(self, config: Any) -> Any:
+        found = await super().aget_tuple(config)  # type: ignore[misc]
+        if found is not None:  # what a run continues: its stamp settles the run's
+            configurable = found.config["configurable"]
+            note_stamp(
+                self,
+                str(configurable["thread_id"]),
+                configurable.get("checkpoint_ns", ""),
+                configurable["checkpoint_id"],
+                found.metadata,
+            )
+        return found
+
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        config, metadata = settle(self, config, metadata)
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         namespace = configurable.get("checkpoint_ns", "")
         parent = configurable.get("checkpoint_id")
+        note_stamp(self, thread_id, namespace, checkpoint["id"], metadata)
         note_checkpoint(self, thread_id, namespace, checkpoint["id"], parent, metadata)
         try:
             return await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
