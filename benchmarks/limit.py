@@ -7,7 +7,8 @@ found by its stamp, the nearest checkpoint on its parent chain that stores ``too
 whole (the first without a delta counter), that one value, and the writes stored after it,
 of which KEY's last is the answer (or the snapshot's, if none wrote KEY). No reducer, no
 confirmation, no cache: the floor the library's walk is measured against, written with the same
-drivers (psycopg, aiosqlite, the in-memory saver's dicts).
+drivers (psycopg, aiosqlite, the in-memory saver's dicts) and their cheapest calls (a SQLite
+statement fetched in one hand-off to aiosqlite's thread, as the library's are).
 """
 
 from __future__ import annotations

@@ -128,8 +128,7 @@ async def resolve_turn(
         return KeyNotSetYet(key=key, turn=turn, first_turn=lookup.first_turn)
     if history is None or thread_id is None:
         return NoHistory(key=key, turn=turn, oldest_in_ring=lookup.oldest_in_ring)
-    ended = getattr(history, "ended_tool_state", None)
-    state = None if ended is None else await ended(thread_id, turn)
+    state = await _ended_state(history, thread_id, turn)
     if state is not None:
         past = _entry_in(state, key, turn)
     else:
@@ -141,6 +140,16 @@ async def resolve_turn(
         return Found(key, turn, past["value"], since, None, source="history", current=True)
     until = await _version_end(entry, key, since, turn, history, thread_id)
     return Found(key, turn, past["value"], since, until, source="history")
+
+
+async def _ended_state(
+    history: ThreadHistory, thread_id: str, turn: int
+) -> Mapping[str, StateEntry] | None:
+    """``tool_state`` as ``turn`` ended where the history can tell without counting the
+    thread's turns (:meth:`~mcp_state_versions.checkpoint_walk.CheckpointHistory.
+    ended_tool_state`, which a history may offer); ``None``: ask ``tool_state_at``."""
+    ended = getattr(history, "ended_tool_state", None)
+    return None if ended is None else await ended(thread_id, turn)  # type: ignore[no-any-return]
 
 
 def _past_entry(snapshot: TurnSnapshot, key: str, turn: int, current_turn: int) -> Any:
@@ -304,10 +313,12 @@ _PRUNED = object()
 
 async def _entry_at(history: ThreadHistory, thread_id: str, key: str, turn: int) -> Any:
     """``key``'s entry as ``turn`` ended, ``None`` when unset, :data:`_PRUNED` when gone."""
-    snapshot = await history.tool_state_at(thread_id, turn)
-    if snapshot.tool_state is None:
-        return _PRUNED
-    return snapshot.tool_state.get(key)
+    state = await _ended_state(history, thread_id, turn)
+    if state is None:
+        state = (await history.tool_state_at(thread_id, turn)).tool_state
+        if state is None:
+            return _PRUNED
+    return state.get(key)
 
 
 async def resolve_versions(

@@ -122,3 +122,15 @@ def wait_for_http(url: str, server: Any, seconds: float = 30) -> Any:
             if time.monotonic() > deadline or server.poll() is not None:
                 raise
             time.sleep(0.2)
+
+
+def inside_a_parent(agent: Any, saver: Any) -> Any:
+    """``agent`` as a persistent subgraph (its own checkpoints, namespace ``agent``) of a parent
+    graph that keeps only messages, compiled on ``saver``."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    parent = StateGraph(MessagesState)
+    parent.add_node("agent", agent.copy(update={"checkpointer": True}))
+    parent.add_edge(START, "agent")
+    parent.add_edge("agent", END)
+    return parent.compile(checkpointer=saver)

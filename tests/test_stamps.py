@@ -10,7 +10,6 @@ from uuid import uuid4
 
 import pytest
 from langchain_core.messages import AIMessage
-from langgraph.graph import END, START, MessagesState, StateGraph
 
 import mcp_state_versions.agent as agent_module
 from mcp_state_versions import CheckpointHistory, build_agent, run_turn
@@ -21,7 +20,7 @@ from mcp_state_versions.demo import GAZETTEER, get_aoi
 from mcp_state_versions.scripted import ScriptedChatModel
 
 from .conftest import open_backend
-from .helpers import BBOX, agent_on, answers, plain
+from .helpers import BBOX, agent_on, answers, inside_a_parent, plain
 
 SQL_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 PLACES = ["Copenhagen", "Aarhus", "Oslo"]
@@ -137,13 +136,8 @@ async def test_a_persistent_subgraph_s_checkpoints_take_the_root_s_turn(
     kind: str, tmp_path: Any
 ) -> None:
     inner = build_agent(ScriptedChatModel(replies=_script()), [get_aoi], ring_size=0)
-    inner = inner.copy(update={"checkpointer": True})
     async with await open_backend(kind, tmp_path) as saver:
-        parent = StateGraph(MessagesState)
-        parent.add_node("agent", inner)
-        parent.add_edge(START, "agent")
-        parent.add_edge("agent", END)
-        graph = parent.compile(checkpointer=saver)
+        graph = inside_a_parent(inner, saver)
         thread_id = f"stamps-{uuid4().hex}"
         for place in PLACES:
             await run_turn(graph, thread_id, f"find {place}")

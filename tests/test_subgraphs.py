@@ -8,13 +8,14 @@ from uuid import uuid4
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
-from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph import END, START, StateGraph
 
 from mcp_state_versions import CheckpointHistory, build_agent, history_for_run
 from mcp_state_versions.scripted import ScriptedChatModel, call
 
 from .conftest import BACKENDS, open_backend
 from .conversation import PUT, put
+from .helpers import inside_a_parent
 
 KEY = PUT + "k"
 
@@ -34,13 +35,8 @@ def _script() -> list[AIMessage]:
 async def test_a_persistent_subgraph_reads_its_own_namespace(kind: str, tmp_path: Any) -> None:
     """The parent keeps only messages; tool_state lives in the subgraph's own checkpoints."""
     inner = build_agent(ScriptedChatModel(replies=_script()), [put], ring_size=0)
-    inner = inner.copy(update={"checkpointer": True})
     async with await open_backend(kind, tmp_path) as saver:
-        parent = StateGraph(MessagesState)
-        parent.add_node("agent", inner)
-        parent.add_edge(START, "agent")
-        parent.add_edge("agent", END)
-        graph = parent.compile(checkpointer=saver)
+        graph = inside_a_parent(inner, saver)
         thread_id = f"persistent-{uuid4().hex[:12]}"
         config = {"configurable": {"thread_id": thread_id}}
         for text in ["one", "two", "three"]:
