@@ -148,3 +148,39 @@ async def test_a_persistent_subgraph_s_checkpoints_take_the_root_s_turn(
         snapshot = await history.tool_state_at(thread_id, 2)
         assert snapshot.tool_state is not None
         assert snapshot.tool_state[BBOX]["value"] == [9.9, 56.1, 10.3, 56.2]
+
+
+def test_settling_by_the_parent_s_stamp_and_step() -> None:
+    """``settle`` on its own: the run's first checkpoint takes the turn after a stamped loop
+    parent, a later one its parent's, a run stored at its exit the turn after; a parent it
+    does not know, or one that gave way to newer ones, leaves the run unstamped, and the
+    placeholder never stays."""
+    from mcp_state_versions.backends.stamps import SEEN_PER_THREAD, note_stamp, settle
+    from mcp_state_versions.state import TURN_METADATA_KEY as KEY
+
+    class Saver:
+        pass
+
+    saver = Saver()
+    note_stamp(saver, "t", "", "c1", {KEY: 3, "source": "loop", "step": 7})
+
+    def settled(parent: str | None, source: str, step: int) -> Any:
+        config = {
+            "configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": parent},
+            "metadata": {KEY: NEXT_TURN, "other": 1},
+        }
+        given, metadata = settle(saver, config, {"source": source, "step": step})
+        assert given["metadata"] == {"other": 1}  # the placeholder out, the rest kept
+        return metadata.get(KEY)
+
+    assert settled("c1", "input", 8) == 4
+    note_stamp(saver, "t", "", "c2", {KEY: 4, "source": "input", "step": 8})
+    assert settled("c2", "loop", 9) == 4  # the step after its parent: the same run
+    assert settled("c1", "loop", 12) == 4  # stored at its exit, steps after its parent
+    assert settled(None, "input", -1) == 1  # a new thread
+    assert settled("unknown", "input", 8) is None
+    for index in range(SEEN_PER_THREAD):
+        note_stamp(saver, "t", "", f"n{index}", {KEY: 9, "source": "loop", "step": 20 + index})
+    assert settled("c1", "input", 8) is None  # gave way to newer ones
+    plain = {"configurable": {"thread_id": "t"}, "metadata": {KEY: 5}}
+    assert settle(saver, plain, {"source": "loop"}) == (plain, {"source": "loop", KEY: 5})

@@ -42,12 +42,14 @@ NEXT_TURN = "mcp_state_versions:next"
 (:func:`stamps_at_put`): "the turn after the checkpoint this run continues". It never reaches
 storage: the saver replaces it with a turn, or leaves the run unstamped."""
 
-SEEN_PER_THREAD = 8
+SEEN_PER_THREAD = 4
 """Checkpoints a saver keeps the stamp of, per thread namespace: a run asks only for the parent
 of the checkpoint it stores, which is the one it read or stored last."""
 
-SEEN_THREADS = 10_000
-"""Thread namespaces a saver keeps stamps for, the least recently used giving way first."""
+SEEN_THREADS = 4096
+"""Thread namespaces a saver keeps stamps for, the least recently used giving way first (a few
+megabytes at most). A run whose parent's stamp gave way meanwhile is stored unstamped from
+there on, which costs the walk reads, not answers."""
 
 _SEEN = "_mcp_state_versions_stamps"
 _LOCK = threading.Lock()
@@ -118,9 +120,9 @@ def settle(
     module's docstring). A turn the run passed itself is copied into ``metadata``, where it is
     stored the same, so that the saver notes it.
 
-    The savers merge ``config``'s metadata into the checkpoint's, and a key the checkpoint's
-    metadata already has wins, so a settled turn goes there; an unsettled one is removed from
-    ``config``, never stored as text a reader would take for a stamp."""
+    The savers merge ``config``'s metadata into the checkpoint's, so a settled turn goes into
+    ``metadata`` and the placeholder comes out of ``config`` either way: it is never stored,
+    whichever of the two a saver lets win."""
     given = config.get("metadata")
     stamp = given.get(TURN_METADATA_KEY) if isinstance(given, Mapping) else None
     if stamp != NEXT_TURN:
@@ -128,9 +130,9 @@ def settle(
             metadata = {**metadata, TURN_METADATA_KEY: stamp}  # as stored: noted as it is
         return config, metadata
     turn = _turn_of(saver, config["configurable"], metadata)
-    if turn is not None:
-        return config, {**metadata, TURN_METADATA_KEY: turn}
     rest = {name: value for name, value in given.items() if name != TURN_METADATA_KEY}
+    if turn is not None:
+        metadata = {**metadata, TURN_METADATA_KEY: turn}
     return {**config, "metadata": rest}, metadata
 
 
