@@ -13,8 +13,8 @@ costs against a plain agent, over keys × sizes, and one 5 MB value rewritten), 
 :mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plots
 to ``benchmarks/results/latest.png`` (reads) and ``latest-writes.png`` (writes). ``--quick``
 uses short threads and takes sixteen to twenty-two minutes here (its 500-key threads still run
-to their first snapshot); the full run about forty, sixty once (threads of 1,000 turns on three backends, 50
-measured turns per write cell, and a sweep over 10,000 threads).
+to their first snapshot); the full run about forty minutes, sixty once (threads of 1,000 turns
+on three backends, 50 measured turns per write cell, and a sweep over 10,000 threads).
 """
 
 from __future__ import annotations

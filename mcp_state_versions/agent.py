@@ -190,7 +190,10 @@ async def run_turn(
 
     The turn comes from the stamp of the checkpoint the run continues, when a run of this
     function ended it (a hint is all the stamp is for, and the walk checks it against the
-    clock); otherwise from the thread's clock, which means rebuilding its state.
+    clock); otherwise from the thread's clock, which means rebuilding its state. On a saver
+    that settles stamps as it stores (the library's database savers,
+    :mod:`mcp_state_versions.backends.stamps`), a run continuing a stamped run reads nothing
+    first: the saver takes the turn after the stamp of the checkpoint the run really continues.
     """
     base: RunnableConfig = {"configurable": {"thread_id": thread_id, **configurable}}
     message = {"messages": [HumanMessage(text)]}

@@ -126,7 +126,11 @@ class _NotesWhatItStores:
     it puts (before storing it) and each write it stored, so that a run start continuing what
     this process wrote rebuilds ``tool_state`` with no read of its writes
     (:func:`~mcp_state_versions.backends.known.caught_up`). A checkpoint that fails to store
-    forgets the thread's remembered history: what was noted no longer matches storage."""
+    forgets the thread's remembered history: what was noted no longer matches storage.
+
+    It also notes the turn stamp of each checkpoint it reads or puts, and settles the stamp
+    :func:`~mcp_state_versions.agent.run_turn` leaves to it from the parent's
+    (:mod:`mcp_state_versions.backends.stamps`)."""
 
     serde: Any
 
