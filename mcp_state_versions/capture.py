@@ -33,10 +33,9 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from .clock import current_turn
 from .handles import StateHandles
 from .history import HistoryOption
-from .publish import SECRET_NAMES, holds_fields, publication, tool_state_writes, withheld
+from .publish import SECRET_NAMES, holds_fields, publication_of
 from .render import dumps
 from .view import ReadOnlyToolState
 
@@ -118,12 +117,10 @@ class Capture:
         assert request.tool is not None
         toolset = self.toolset if isinstance(self.toolset, str) else self.toolset(request.tool)
         name = _key_part(request.tool.name)
-        fields, secrets = withheld(fields, self.secret_names)
-        writes = tool_state_writes(toolset, name, fields, turn=current_turn(request.state))
-        published = publication(
-            writes, request.runtime, withheld=[f"{toolset}/{name}/{s}" for s in secrets]
+        published = publication_of(
+            toolset, name, fields, request.runtime, secret_names=self.secret_names
         )
-        text = inlined(published.text, fields, self.inline_limit)
+        text = inlined(published.text, published.fields, self.inline_limit)
         before, after = _around(result)
         message = ToolMessage(
             f"{before}{text}{after}", tool_call_id=result.tool_call_id, name=result.name

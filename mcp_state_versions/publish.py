@@ -53,6 +53,7 @@ __all__ = [
     "breadcrumb",
     "noted_messages",
     "publication",
+    "publication_of",
     "publish",
     "state_key",
     "tool_state_writes",
@@ -68,6 +69,7 @@ holds it and in any copy of the database; a credential must not be among it."""
 _SEPARATORS = re.compile(r"[-_. ]")
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _NO_CALLS = frozenset({HumanMessage, ToolMessage, SystemMessage})
+_ABSENT = object()
 
 
 class _SecretNames(dict[Any, bool]):
@@ -111,24 +113,28 @@ def withheld(
     if not secret_names:
         return dict(fields), []
     gone: list[str] = []
-    secret = _secret_names(secret_names)
+    return _kept(fields, "", _secret_names(secret_names), gone), gone
 
-    def kept(value: Any, path: str) -> Any:
-        if type(value) in _SCALARS:  # most fields: nothing inside to look at
-            return value
-        if isinstance(value, Mapping):
-            out = {}
-            for name, inner in value.items():
-                if not secret[name]:
-                    out[name] = inner if type(inner) in _SCALARS else kept(inner, _at(path, name))
-                else:
-                    gone.append(_at(path, name))
-            return out
-        if isinstance(value, list | tuple):
-            return [kept(inner, f"{path}[{i}]") for i, inner in enumerate(value)]
+
+def _kept(value: Any, path: str, secret: _SecretNames, gone: list[str]) -> Any:
+    """``value`` without its secret-named fields, whose paths are added to ``gone``."""
+    if type(value) in _SCALARS:  # most fields: nothing inside to look at
         return value
-
-    return kept(fields, ""), gone
+    if isinstance(value, Mapping):
+        out = {}
+        for name, inner in value.items():
+            if not secret[name]:
+                out[name] = (
+                    inner
+                    if type(inner) in _SCALARS
+                    else _kept(inner, _at(path, name), secret, gone)
+                )
+            else:
+                gone.append(_at(path, name))
+        return out
+    if isinstance(value, list | tuple):
+        return [_kept(inner, f"{path}[{i}]", secret, gone) for i, inner in enumerate(value)]
+    return value
 
 
 BREADCRUMB_KEYS = 5
@@ -173,19 +179,25 @@ def tool_state_writes(
     for field, value in fields.items():
         if not is_key_part(field):
             _check_part("field", field)
-        key = f"{toolset}/{tool}/{field}"
-        if type(value) in _SCALARS:  # JSON data already (pydantic returns them as they are)
-            writes[key] = {"value": value, "tool": tool, "turn": turn}
-            continue
-        try:
-            data = to_jsonable_python(value)
-        except PydanticSerializationError as error:
-            raise TypeError(
-                f"cannot publish field {field!r} of {toolset}/{tool}: {type(value).__name__} has "
-                f"no JSON form ({error}); publish a dict, list, string or number instead"
-            ) from None
-        writes[key] = {"value": data, "tool": tool, "turn": turn}
+        writes[f"{toolset}/{tool}/{field}"] = {
+            "value": _json_data(toolset, tool, field, value),
+            "tool": tool,
+            "turn": turn,
+        }
     return writes
+
+
+def _json_data(toolset: str, tool: str, field: str, value: Any) -> Any:
+    """``value`` as JSON data (see :func:`tool_state_writes`)."""
+    if type(value) in _SCALARS:  # JSON data already (pydantic returns them as they are)
+        return value
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError as error:
+        raise TypeError(
+            f"cannot publish field {field!r} of {toolset}/{tool}: {type(value).__name__} has "
+            f"no JSON form ({error}); publish a dict, list, string or number instead"
+        ) from None
 
 
 def publish(
@@ -217,9 +229,7 @@ def publish(
     if not fields:
         raise ValueError("publish needs at least one field")
     _require_channel(runtime.state)
-    fields, secrets = withheld(fields, secret_names)
-    writes = tool_state_writes(toolset, tool, fields, turn=current_turn(runtime.state))
-    published = publication(writes, runtime, withheld=[f"{toolset}/{tool}/{s}" for s in secrets])
+    published = publication_of(toolset, tool, fields, runtime, secret_names=secret_names)
     content = " ".join(part for part in (published.text, note) if part)
     return Command(update=published.update(ToolMessage(content, tool_call_id=runtime.tool_call_id)))
 
@@ -234,6 +244,8 @@ class Publication:
     text: str
     #: Each changed value's ``(digest, size)``, as computed for the breadcrumb.
     identities: Mapping[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
+    #: The fields published, secret-named ones left out (:func:`publication_of`).
+    fields: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def update(self, message: ToolMessage) -> dict[str, Any]:
         """The graph update that publishes: the changed writes, if any, and ``message``, which
@@ -245,6 +257,64 @@ class Publication:
             written = {PUBLISHED: {"keys": list(self.writes)}}
             message = message.model_copy(update={"artifact": written})
         return {**({"tool_state": self.writes} if self.writes else {}), "messages": [message]}
+
+
+def publication_of(
+    toolset: str,
+    tool: str,
+    fields: Mapping[str, Any],
+    runtime: ToolRuntime,
+    *,
+    secret_names: str | None = SECRET_NAMES,
+) -> Publication:
+    """What publishing ``fields`` as ``<toolset>/<tool>/<field>`` comes to: what
+    :func:`withheld`, :func:`tool_state_writes` and :func:`publication` give in turn, in one
+    pass over the fields.
+
+    A tool republishing five hundred fields, two of them changed, passed over all five
+    hundred three times (withholding, converting, comparing) and built five hundred writes to
+    keep two, which was most of what a publish cost. Here each field is checked, withheld or
+    converted, and compared with the value its key holds at once, and a write is built only
+    for a value that changed.
+    """
+    _check_part("toolset", toolset)
+    _check_part("tool", tool)
+    state = runtime.state
+    siblings = _siblings_note(runtime)
+    present = {} if siblings else _entries(state)
+    secret = _secret_names(secret_names) if secret_names else None
+    turn = current_turn(state)
+    kept: dict[str, Any] = {}
+    gone: list[str] = []
+    writes: dict[str, dict[str, Any]] = {}
+    unchanged: list[str] = []
+    prefix = f"{toolset}/{tool}/"
+    # The loop runs once a field, five hundred times for a large tool, so the usual case (a
+    # text field name, a scalar value, a dict entry) is told inline rather than by calls.
+    for field, value in fields.items():
+        if secret is not None:
+            if secret[field]:
+                gone.append(field)
+                continue
+            if type(value) not in _SCALARS:
+                value = _kept(value, field, secret, gone)
+        if type(field) is not str or not field or "/" in field:
+            _check_part("field", field)
+        kept[field] = value
+        key = prefix + field
+        data = value if type(value) in _SCALARS else _json_data(toolset, tool, field, value)
+        entry = present.get(key)
+        if entry is not None and (
+            data == entry.get("value", _ABSENT) and is_entry(entry)
+            if type(data) is str and type(entry) is dict
+            else _holds(entry, data)
+        ):
+            unchanged.append(key)
+        else:
+            writes[key] = {"value": data, "tool": tool, "turn": turn}
+    withheld_keys = [f"{toolset}/{tool}/{path}" for path in gone]
+    published = _publication(writes, unchanged, state, siblings, withheld_keys)
+    return dataclasses.replace(published, fields=kept)
 
 
 def publication(
@@ -260,9 +330,29 @@ def publication(
     """
     state = runtime.state
     siblings = _siblings_note(runtime)
-    unchanged = [] if siblings else _unchanged(writes, state)
+    present = {} if siblings else _entries(state)
+    unchanged = [key for key, write in writes.items() if _holds(present.get(key), write["value"])]
     same = set(unchanged)
-    changed = {key: canonical(write["value"]) for key, write in writes.items() if key not in same}
+    changed = {key: write for key, write in writes.items() if key not in same}
+    return _publication(changed, unchanged, state, siblings, withheld)
+
+
+def _holds(entry: Any, value: Any) -> bool:
+    """Whether ``entry`` holds ``value`` now (compared without serializing: a tool
+    republishing five hundred values should not pay for five hundred serializations)."""
+    return is_entry(entry) and "value" in entry and same_value(value, entry["value"])
+
+
+def _publication(
+    writes: Mapping[str, Mapping[str, Any]],
+    unchanged: Sequence[str],
+    state: Any,
+    siblings: str | None,
+    withheld: Sequence[str],
+) -> Publication:
+    """The publication of ``writes``, the values that changed, beside the keys republished
+    ``unchanged``: each changed value is serialized once, for its identity and size."""
+    changed = {key: canonical(write["value"]) for key, write in writes.items()}
     dropped = _not_kept(changed, state)
     kept = {key: changed[key] for key in changed if key not in dropped}
     parts = [f"[state updated: {_described(kept, state, current_turn(state))}]" if kept else ""]
@@ -414,18 +504,6 @@ def _named(keys: Sequence[str]) -> str:
     shown = ", ".join(keys[:BREADCRUMB_KEYS])
     rest = len(keys) - BREADCRUMB_KEYS
     return f"{shown} + {rest} more" if rest > 0 else shown
-
-
-def _unchanged(writes: Mapping[str, Mapping[str, Any]], state: Any) -> list[str]:
-    """The keys whose current value is the one written again (compared without serializing:
-    a tool republishing five hundred values should not pay for five hundred serializations)."""
-    present = _entries(state)
-    unchanged = []
-    for key, write in writes.items():
-        entry = present.get(key)
-        if is_entry(entry) and "value" in entry and same_value(write["value"], entry["value"]):
-            unchanged.append(key)
-    return unchanged
 
 
 def _entries(state: Any) -> Mapping[str, Any]:

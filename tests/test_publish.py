@@ -7,7 +7,7 @@ import datetime
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.prebuilt import ToolRuntime
@@ -367,3 +367,52 @@ def test_a_scalar_is_stored_as_pydantic_would_convert_it(value: Any) -> None:
     converted = to_jsonable_python(value)
     assert type(stored) is type(converted)
     assert stored == converted or (stored != stored and converted != converted)  # NaN
+
+
+_NAMES = st.sampled_from(["a", "b", "token", "api_key", "Region", "x.y", "cookie", "n"])
+_JSON = st.recursive(
+    # few leaves, so a value republished often meets one equal to it by ``==`` alone
+    st.one_of(st.sampled_from([0, 1, True, False, 1.0, 0.0, -0.0, None, "1", ""]), st.text()),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(_NAMES, inner, max_size=3),
+        st.tuples(inner, inner),
+    ),
+    max_leaves=8,
+)
+
+
+@given(
+    held=st.dictionaries(_NAMES, _JSON, max_size=5),
+    fields=st.dictionaries(_NAMES, _JSON, min_size=1, max_size=6),
+    parallel=st.booleans(),
+    secret_names=st.sampled_from([None, r"token|apikey|cookie", r"region"]),
+)
+@example(held={"a": True}, fields={"a": 1}, parallel=False, secret_names=None)
+@example(held={"a": {"n": 1}}, fields={"a": {"n": 1}, "b": "x"}, parallel=False, secret_names=None)
+def test_one_pass_publication_is_the_three_steps_it_folds(
+    held: dict[str, Any], fields: dict[str, Any], parallel: bool, secret_names: str | None
+) -> None:
+    """``publication_of`` withholds, converts and compares in one pass; what it gives (the
+    stored writes, the breadcrumb, the identities, the fields kept) must be what withholding,
+    then building every write, then :func:`publication` give, over values held or not, equal
+    or not (``1`` and ``True``, a tuple and its list), nested secrets and parallel calls."""
+    from mcp_state_versions.publish import publication, publication_of, withheld
+
+    calls = [{"name": "tool", "id": "call-1", "args": {}}]
+    if parallel:
+        calls.append({"name": "tool", "id": "c2", "args": {}})
+    state: dict[str, Any] = {"messages": [HumanMessage("a")], "tool_state": {}}
+    state["tool_state"] = merge_tool_state({}, _published(state, held)[0] if held else None)
+    state["messages"].append(AIMessage("", tool_calls=calls))
+    state["messages"].append(HumanMessage("b"))
+    runtime = runtime_for(state)
+
+    one_pass = publication_of("t", "tool", fields, runtime, secret_names=secret_names)
+    kept, gone = withheld(fields, secret_names)
+    writes = tool_state_writes("t", "tool", kept, turn=2)
+    steps = publication(writes, runtime, withheld=[f"t/tool/{path}" for path in gone])
+    assert one_pass.writes == steps.writes
+    assert one_pass.text == steps.text
+    assert one_pass.identities == steps.identities
+    assert one_pass.fields == kept
