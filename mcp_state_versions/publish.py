@@ -313,8 +313,7 @@ def publication_of(
         else:
             writes[key] = {"value": data, "tool": tool, "turn": turn}
     withheld_keys = [f"{toolset}/{tool}/{path}" for path in gone]
-    published = _publication(writes, unchanged, state, siblings, withheld_keys)
-    return dataclasses.replace(published, fields=kept)
+    return _publication(writes, unchanged, state, turn, siblings, withheld_keys, fields=kept)
 
 
 def publication(
@@ -334,7 +333,7 @@ def publication(
     unchanged = [key for key, write in writes.items() if _holds(present.get(key), write["value"])]
     same = set(unchanged)
     changed = {key: write for key, write in writes.items() if key not in same}
-    return _publication(changed, unchanged, state, siblings, withheld)
+    return _publication(changed, unchanged, state, current_turn(state), siblings, withheld)
 
 
 def _holds(entry: Any, value: Any) -> bool:
@@ -347,15 +346,19 @@ def _publication(
     writes: Mapping[str, Mapping[str, Any]],
     unchanged: Sequence[str],
     state: Any,
+    turn: int,
     siblings: str | None,
     withheld: Sequence[str],
+    *,
+    fields: Mapping[str, Any] | None = None,
 ) -> Publication:
     """The publication of ``writes``, the values that changed, beside the keys republished
-    ``unchanged``: each changed value is serialized once, for its identity and size."""
+    ``unchanged``, in ``turn`` (the state's, computed once a publish): each changed value is
+    serialized once, for its identity and size."""
     changed = {key: canonical(write["value"]) for key, write in writes.items()}
     dropped = _not_kept(changed, state)
     kept = {key: changed[key] for key in changed if key not in dropped}
-    parts = [f"[state updated: {_described(kept, state, current_turn(state))}]" if kept else ""]
+    parts = [f"[state updated: {_described(kept, state, turn)}]" if kept else ""]
     if unchanged:
         parts.append(f"[unchanged: {_named(unchanged)}]")
     if dropped:
@@ -376,6 +379,7 @@ def _publication(
         },
         text=" ".join(part for part in parts if part),
         identities=changed,
+        fields=fields if fields is not None else {},
     )
 
 
