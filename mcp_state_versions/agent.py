@@ -39,6 +39,7 @@ from .backends.stamps import NEXT_TURN, continues_stamped, stamps_at_put
 from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, session_tool_wrappers
 from .clock import current_turn, ticks_around
 from .history import AUTO, HistoryOption
+from .messages import MessagesOption
 from .publish import SECRET_NAMES, noted_messages
 from .state import (
     DEFAULT_BUDGET_BYTES,
@@ -110,6 +111,7 @@ def build_agent(
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
     reducer: Callable[..., dict[str, Any]] | None = None,
     snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
+    messages: MessagesOption = "delta",
     capture: CaptureOption = True,
     toolset: str | Callable[[BaseTool], str] = "tools",
     inline_limit: int = DEFAULT_INLINE_LIMIT,
@@ -120,7 +122,9 @@ def build_agent(
     ``model`` is any chat model that supports ``bind_tools``. The ring bounds and budget
     configure the ``tool_state`` reducer (:func:`~mcp_state_versions.state.make_merge_tool_state`);
     ``reducer`` replaces it outright. ``tool_state`` is stored as writes with a whole snapshot
-    every ``snapshot_frequency`` updates (:mod:`mcp_state_versions.storage`).
+    every ``snapshot_frequency`` updates (:mod:`mcp_state_versions.storage`), and so is
+    ``messages`` (:mod:`mcp_state_versions.messages`): a turn stores what it added, not the
+    whole conversation again; ``messages="whole"`` keeps LangGraph's ``add_messages`` channel.
     ``system_prompt`` is prepended to every model call (not stored in state); ``None`` omits it.
 
     The graph is ``agent <-> tools``: the agent node ticks the turn clock on each new user
@@ -154,7 +158,9 @@ def build_agent(
         reply = await bound.ainvoke([*prefix, *noted_messages(state["messages"])], config)
         return replied(state, reply, config)
 
-    graph = StateGraph(make_session_state(reducer, snapshot_frequency=snapshot_frequency))
+    graph = StateGraph(
+        make_session_state(reducer, snapshot_frequency=snapshot_frequency, messages=messages)
+    )
     # Both forms, so the agent runs under invoke() as well as ainvoke()/astream(); LangGraph's
     # own node runnable (as create_agent's model node), which reads the functions' signatures
     # once, where a RunnableLambda reads them again on every call.

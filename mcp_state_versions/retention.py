@@ -34,7 +34,14 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from .backends import ID, PARENT, TOOL_STATE, Backend, backend_for, run_sync
-from .backends.known import forget_histories, note_checkpoint, note_writes
+from .backends.known import (
+    MESSAGES,
+    caught_up,
+    forget_histories,
+    note_checkpoint,
+    note_writes,
+    remember_history,
+)
 from .backends.memory import MemoryBackend, delete_checkpoints, forget
 from .backends.sqlite import SqliteBackend
 from .backends.stamps import note_stamp, settle
@@ -80,18 +87,49 @@ class PruningInMemorySaver(InMemorySaver):
     def get_delta_channel_history(
         self, *, config: Any, channels: Sequence[str]
     ) -> Mapping[str, Any]:
-        if TOOL_STATE not in channels:
-            return super().get_delta_channel_history(config=config, channels=channels)
-        rest = [channel for channel in channels if channel != TOOL_STATE]
-        found = dict(super().get_delta_channel_history(config=config, channels=rest))
         configurable = config["configurable"]
-        found[TOOL_STATE] = MemoryBackend(self).delta_history(
+        if not configurable.get("checkpoint_id") or not (
+            TOOL_STATE in channels or MESSAGES in channels
+        ):
+            return super().get_delta_channel_history(config=config, channels=channels)
+        rest = [channel for channel in channels if channel not in (TOOL_STATE, MESSAGES)]
+        found = dict(super().get_delta_channel_history(config=config, channels=rest))
+        if TOOL_STATE in channels:
+            found[TOOL_STATE] = MemoryBackend(self).delta_history(
+                str(configurable["thread_id"]),
+                configurable.get("checkpoint_ns", ""),
+                configurable.get("checkpoint_id"),
+                remember=True,
+            )
+        if MESSAGES in channels:
+            found[MESSAGES] = run_sync(remembered_messages(self, self._stock_history, config))
+        return found
+
+    async def _stock_history(self, *, config: Any, channels: Sequence[str]) -> Mapping[str, Any]:
+        return super().get_delta_channel_history(config=config, channels=channels)
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        namespace = configurable.get("checkpoint_ns", "")
+        parent = configurable.get("checkpoint_id")
+        note_checkpoint(self, thread_id, namespace, checkpoint["id"], parent, metadata)
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        super().put_writes(config, writes, task_id, task_path)
+        configurable = config["configurable"]
+        note_writes(
+            self,
             str(configurable["thread_id"]),
             configurable.get("checkpoint_ns", ""),
-            configurable.get("checkpoint_id"),
-            remember=True,
+            configurable["checkpoint_id"],
+            writes,
+            task_id,
+            task_path,
         )
-        return found
 
     async def aget_delta_channel_history(
         self, *, config: Any, channels: Sequence[str]
@@ -233,21 +271,50 @@ async def delta_histories(
     channels: Sequence[str],
 ) -> Mapping[str, Any]:
     """A database saver's ``aget_delta_channel_history``: ``tool_state``'s read by ``backend``
-    (its ``delta_history``, remembered as the run start's it is), any other channel's by the
-    saver's own read (``stock``), which also answers a config naming no checkpoint."""
+    (its ``delta_history``, remembered as the run start's it is), ``messages``' from what this
+    process remembers (:func:`remembered_messages`), any other channel's by the saver's own
+    read (``stock``), which also answers a config naming no checkpoint."""
     configurable = config["configurable"]
     checkpoint_id = configurable.get("checkpoint_id")
-    if TOOL_STATE not in channels or not checkpoint_id:
+    if not checkpoint_id or not (TOOL_STATE in channels or MESSAGES in channels):
         return await stock(config=config, channels=channels)
-    rest = [channel for channel in channels if channel != TOOL_STATE]
-    found = dict(await stock(config=config, channels=rest))
-    found[TOOL_STATE] = await backend.delta_history(
-        str(configurable["thread_id"]),
-        configurable.get("checkpoint_ns", ""),
-        checkpoint_id,
-        remember=True,
-    )
+    rest = [channel for channel in channels if channel not in (TOOL_STATE, MESSAGES)]
+    found = dict(await stock(config=config, channels=rest)) if rest else {}
+    thread_id, namespace = str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
+    if TOOL_STATE in channels:
+        found[TOOL_STATE] = await backend.delta_history(
+            thread_id, namespace, checkpoint_id, remember=True
+        )
+    if MESSAGES in channels:
+        found[MESSAGES] = await remembered_messages(backend.saver, stock, config)
     return found
+
+
+async def remembered_messages(
+    saver: Any, stock: Callable[..., Awaitable[Mapping[str, Any]]], config: Any
+) -> Any:
+    """``messages``' delta history at the checkpoint ``config`` names: extended from the one
+    this process remembers by what its saver noted storing since
+    (:func:`~mcp_state_versions.backends.known.caught_up`), or else read by the saver's own
+    walk (``stock``) and remembered. A running service thus reads a thread's messages from
+    storage once a snapshot cycle, not at every run start."""
+    configurable = config["configurable"]
+    thread_id, namespace = str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
+    checkpoint_id = configurable["checkpoint_id"]
+    known = caught_up(saver, thread_id, namespace, checkpoint_id, channel=MESSAGES)
+    if known is not None:
+        return known.copied()
+    history = (await stock(config=config, channels=[MESSAGES]))[MESSAGES]
+    size = sum(_message_bytes(write[2]) for write in history["writes"])
+    remember_history(saver, thread_id, namespace, checkpoint_id, history, size, channel=MESSAGES)
+    return history
+
+
+def _message_bytes(write: Any) -> int:
+    """About what a stored ``messages`` write takes (its text, and a few hundred bytes a
+    message for the rest): what a remembered history is bounded by."""
+    items = write if isinstance(write, list) else [write]
+    return sum(len(str(getattr(m, "content", m))) + 256 for m in items)
 
 
 async def seal(backend: Backend, thread_id: str, namespace: str, checkpoint_id: str) -> None:
@@ -261,6 +328,14 @@ async def seal(backend: Backend, thread_id: str, namespace: str, checkpoint_id: 
     if found and stored is NOTHING_STORED:
         value = await backend.rebuild(thread_id, namespace, checkpoint_id)
         await backend.write_snapshot(thread_id, namespace, checkpoint_id, value)
+    # messages stored as writes too (the default): a kept checkpoint with no snapshot of its
+    # own would read back an empty conversation once its ancestors are gone
+    found, stored = await backend.stored_tool_state(
+        thread_id, namespace, checkpoint_id, channel=MESSAGES
+    )
+    if found and stored is NOTHING_STORED:
+        value = await backend.rebuild_messages(thread_id, namespace, checkpoint_id)
+        await backend.write_snapshot(thread_id, namespace, checkpoint_id, value, channel=MESSAGES)
 
 
 POOL_TIMEOUT_S = 10.0

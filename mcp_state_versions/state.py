@@ -25,13 +25,12 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
-from langchain_core.messages import AnyMessage
-from langgraph.graph.message import add_messages
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from .clock import CLOCK_KEY, count_turns, state_field
+from .messages import MessagesOption, messages_channel
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
 from .versions import RingPolicy, advance, canonical, strip_ring_values
 
@@ -776,17 +775,21 @@ def make_session_state(
     reducer: Callable[..., dict[str, StateEntry]] = merge_tool_state,
     *,
     snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
+    messages: MessagesOption = "delta",
 ) -> type:
     """Build the graph state schema (``messages`` + ``tool_state``) around a reducer.
 
     ``tool_state`` is stored as writes with a snapshot every ``snapshot_frequency`` updates
     (:mod:`mcp_state_versions.storage`), so what a turn stores grows with what it changed.
-    :data:`SessionState` is this with the default reducer; build your own for other ring bounds.
+    ``messages`` is stored the same way by default (:mod:`mcp_state_versions.messages`);
+    ``messages="whole"`` keeps LangGraph's ``add_messages`` channel, which stores the whole
+    list at every checkpoint. :data:`SessionState` is this with the defaults; build your own
+    for other ring bounds.
     """
     return TypedDict(  # type: ignore[operator]
         "SessionState",
         {
-            "messages": Annotated[list[AnyMessage], add_messages],
+            "messages": messages_channel(messages),
             "tool_state": tool_state_channel(reducer, snapshot_frequency),
         },
     )

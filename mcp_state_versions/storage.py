@@ -169,8 +169,9 @@ def _totals(value: Any) -> tuple[int, int] | None:
     return None
 
 
-REPLAY_MEMORY = 16
-"""Chains of stored writes whose last replay this process remembers (:class:`_Replays`)."""
+REPLAY_MEMORY = 32
+"""Chains of stored writes whose last replay this process remembers (:class:`_Replays`): a
+thread's ``tool_state`` and its ``messages`` are one chain each."""
 
 REPLAY_MEMORY_BYTES = 8 * 1024 * 1024
 """The most value bytes a remembered replay's state may hold (the default budget)."""
@@ -226,9 +227,14 @@ class _Replays:
             return 0, seed
         return count, found.value
 
-    def remember(self, fold: Any, seed: Any, writes: Sequence[Any], value: dict[str, Any]) -> None:
-        record = value.get(CLOCK_KEY)
-        held = record.get("bytes", 0) if isinstance(record, Mapping) else 0
+    def remember(
+        self, fold: Any, seed: Any, writes: Sequence[Any], value: Any, held: int | None = None
+    ) -> None:
+        """Remember that ``writes`` merged into ``seed`` make ``value``; ``held``: its value
+        bytes where the value does not record them (a ``tool_state``'s clock record does)."""
+        if held is None:
+            record = value.get(CLOCK_KEY)
+            held = record.get("bytes", 0) if isinstance(record, Mapping) else 0
         if self.size <= 0 or not isinstance(held, int) or held > REPLAY_MEMORY_BYTES:
             return
         replay = _Replay(seed=seed, writes=tuple(writes), value=value)
@@ -430,10 +436,11 @@ def stored_value(value: Any) -> Any:
     return value
 
 
-def snapshot(value: Mapping[str, Any]) -> Any:
-    """A whole value in the form a checkpoint stores a snapshot in (for retention, which must
-    leave the oldest checkpoint it keeps able to rebuild without its deleted ancestors)."""
-    return _DeltaSnapshot(dict(value))
+def snapshot(value: Any) -> Any:
+    """A whole value (``tool_state``'s dict, or ``messages``' list) in the form a checkpoint
+    stores a snapshot in (for retention, which must leave the oldest checkpoint it keeps able
+    to rebuild without its deleted ancestors)."""
+    return _DeltaSnapshot(list(value) if isinstance(value, list) else dict(value))
 
 
 def replay(seed: Any, updates: Iterable[Any], reducer: Reducer | None = None) -> dict[str, Any]:

@@ -222,9 +222,10 @@ class Backend:
         return True, value
 
     async def stored_tool_state(
-        self, thread_id: str, namespace: str, checkpoint_id: str
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
     ) -> tuple[bool, Any]:
-        """``(found, stored)``: what the checkpoint itself stores for ``tool_state``.
+        """``(found, stored)``: what the checkpoint itself stores for ``tool_state`` (or
+        another delta ``channel``: ``messages``).
 
         ``stored`` is ``None`` when the channel was never written, :data:`~mcp_state_versions.
         storage.NOTHING_STORED` when it is held as writes, else the stored value (a snapshot or
@@ -234,9 +235,9 @@ class Backend:
         if found is None:
             return False, None
         checkpoint = found.checkpoint
-        if TOOL_STATE not in checkpoint.get("channel_versions", {}):
+        if channel not in checkpoint.get("channel_versions", {}):
             return True, None
-        return True, checkpoint.get("channel_values", {}).get(TOOL_STATE, NOTHING_STORED)
+        return True, checkpoint.get("channel_values", {}).get(channel, NOTHING_STORED)
 
     async def rebuild(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
         """``tool_state`` at a checkpoint that stores none: seed and writes along its parents."""
@@ -244,8 +245,21 @@ class Backend:
         updates = [write[2] for write in history["writes"]]
         return replay(history.get("seed"), updates, self.reducer)
 
-    async def _delta_history(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
-        """The saver's own ``get_delta_channel_history`` for ``tool_state``."""
+    async def rebuild_messages(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+        """``messages`` at a checkpoint that stores none (:mod:`mcp_state_versions.messages`):
+        its seed and the writes along its parents, replayed."""
+        from ..messages import MESSAGES, replay_messages
+
+        history = await self._delta_history(thread_id, namespace, checkpoint_id, MESSAGES)
+        seed = stored_value(history.get("seed"))
+        return replay_messages(
+            [] if seed is NOTHING_STORED else list(seed), [w[2] for w in history["writes"]]
+        )
+
+    async def _delta_history(
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
+    ) -> Any:
+        """The saver's own ``get_delta_channel_history`` for ``channel``."""
         config: Any = {
             "configurable": {
                 "thread_id": thread_id,
@@ -255,15 +269,13 @@ class Backend:
         }
         if self.sync:
             try:
-                found = self.saver.get_delta_channel_history(config=config, channels=[TOOL_STATE])
+                found = self.saver.get_delta_channel_history(config=config, channels=[channel])
             except (NotImplementedError, asyncio.InvalidStateError):
                 # an async-only saver, called from its own event loop's thread
                 raise NeedsAsync(type(self.saver).__name__) from None
         else:
-            found = await self.saver.aget_delta_channel_history(
-                config=config, channels=[TOOL_STATE]
-            )
-        return found[TOOL_STATE]
+            found = await self.saver.aget_delta_channel_history(config=config, channels=[channel])
+        return found[channel]
 
     async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
@@ -281,9 +293,14 @@ class Backend:
         return found
 
     async def write_snapshot(
-        self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str,
+        value: Any,
+        channel: str = TOOL_STATE,
     ) -> None:
-        """Store ``value`` as the checkpoint's own ``tool_state`` snapshot, so that it rebuilds
+        """Store ``value`` as the checkpoint's own snapshot of ``channel``, so that it rebuilds
         without its ancestors (retention, before it deletes them)."""
         raise TypeError(
             f"cannot store a snapshot in {type(self.saver).__name__}; retention works on "

@@ -37,6 +37,10 @@ from typing import Any, NamedTuple
 from langgraph.checkpoint.base import writes_sort_key
 
 TOOL_STATE = "tool_state"
+MESSAGES = "messages"
+CHANNELS = (TOOL_STATE, MESSAGES)
+"""The delta channels whose histories are remembered: each is kept per thread namespace on
+its own, as each has its own snapshots."""
 
 KNOWN_BYTES = 64 * 1024 * 1024
 """The stored bytes of writes a saver's remembered delta histories may hold together, and
@@ -91,23 +95,23 @@ class _Remembered:
     stored since each (:class:`_Written`)."""
 
     def __init__(self) -> None:
-        self.entries: dict[tuple[str, str], Known] = {}
-        self.written: dict[tuple[str, str], _Written] = {}
+        self.entries: dict[tuple[str, str, str], Known] = {}
+        self.written: dict[tuple[str, str, str], _Written] = {}
         self.total = 0
 
-    def put(self, key: tuple[str, str], known: Known) -> None:
+    def put(self, key: tuple[str, str, str], known: Known) -> None:
         self._take(key)
         while self.entries and self.total + known.stored_bytes > KNOWN_BYTES:
             self.pop(next(iter(self.entries)))  # dicts keep insertion order
         self.entries[key] = known
         self.total += known.stored_bytes
 
-    def _take(self, key: tuple[str, str]) -> None:
+    def _take(self, key: tuple[str, str, str]) -> None:
         found = self.entries.pop(key, None)
         if found is not None:
             self.total -= found.stored_bytes
 
-    def pop(self, key: tuple[str, str]) -> None:
+    def pop(self, key: tuple[str, str, str]) -> None:
         self._take(key)
         self.written.pop(key, None)
 
@@ -116,12 +120,15 @@ def _remembered(saver: Any) -> _Remembered | None:
     return saver.__dict__.get(_KNOWN)
 
 
-def known_history(saver: Any, thread_id: str, namespace: str) -> Known | None:
-    """The delta history of ``tool_state`` this process last read (or extended) at a run start
+def known_history(
+    saver: Any, thread_id: str, namespace: str, channel: str = TOOL_STATE
+) -> Known | None:
+    """The delta history of ``channel`` this process last read (or extended) at a run start
     of the thread, or ``None``; see the module's docstring."""
     with _KNOWN_LOCK:
         remembered = _remembered(saver)
-        return None if remembered is None else remembered.entries.get((thread_id, namespace))
+        key = (thread_id, namespace, channel)
+        return None if remembered is None else remembered.entries.get(key)
 
 
 def remember_history(
@@ -133,12 +140,13 @@ def remember_history(
     stored_bytes: int,
     *,
     counted: bool | None = None,
+    channel: str = TOOL_STATE,
 ) -> None:
     """Remember ``history`` as ``checkpoint_id``'s (see :func:`known_history`), within
     :data:`KNOWN_BYTES` with the others. What the saver stored since is kept where the
     checkpoint was born tracked (its writes were all noted), and otherwise starts afresh from
-    it."""
-    key = (thread_id, namespace)
+    it. ``counted`` left ``None`` is what the saver noted of the checkpoint, where it did."""
+    key = (thread_id, namespace, channel)
     with _KNOWN_LOCK:
         remembered: _Remembered = saver.__dict__.setdefault(_KNOWN, _Remembered())
         written = remembered.written.get(key)
@@ -146,6 +154,8 @@ def remember_history(
         if written is None or not tracked:
             remembered.written[key] = _Written()
         else:
+            if counted is None:
+                counted = written.born[checkpoint_id][1]
             _forget_ancestors(written, checkpoint_id)
         known = Known(checkpoint_id, dict(history), stored_bytes, counted, tracked)
         remembered.put(key, known)
@@ -183,19 +193,22 @@ def note_checkpoint(
     it is born tracked when its parent is the remembered checkpoint or one born tracked.
     Called before the checkpoint is stored, so that no write at it is stored unnoted."""
     counters = metadata.get("counters_since_delta_snapshot") or {}
-    counted = isinstance(counters, Mapping) and counters.get(TOOL_STATE) is not None
-    key = (thread_id, namespace)
     with _KNOWN_LOCK:
         remembered = _remembered(saver)
-        if remembered is None or key not in remembered.entries:
+        if remembered is None:
             return
-        written = remembered.written.setdefault(key, _Written())
-        known = remembered.entries[key]
-        if parent_id is not None and (
-            parent_id == known.checkpoint_id or parent_id in written.born
-        ):
-            written.born[checkpoint_id] = (parent_id, counted)
-            written.newest = checkpoint_id
+        for channel in CHANNELS:
+            key = (thread_id, namespace, channel)
+            if key not in remembered.entries:
+                continue
+            counted = isinstance(counters, Mapping) and counters.get(channel) is not None
+            written = remembered.written.setdefault(key, _Written())
+            known = remembered.entries[key]
+            if parent_id is not None and (
+                parent_id == known.checkpoint_id or parent_id in written.born
+            ):
+                written.born[checkpoint_id] = (parent_id, counted)
+                written.newest = checkpoint_id
 
 
 def note_writes(
@@ -207,13 +220,24 @@ def note_writes(
     task_id: str,
     task_path: str,
 ) -> None:
-    """A saver stored ``writes`` of ``task_id`` at ``checkpoint_id``: note the ``tool_state``
-    ones, decoded from the bytes its serializer makes (what a read would give), at the position
-    the saver gives them (their index among the task's writes). Nothing is done for a thread
-    whose history this process does not keep."""
-    key = (thread_id, namespace)
-    if TOOL_STATE not in (channel for channel, _ in writes):
-        return
+    """A saver stored ``writes`` of ``task_id`` at ``checkpoint_id``: note those of each
+    remembered channel, decoded from the bytes its serializer makes (what a read would give),
+    at the position the saver gives them (their index among the task's writes). Nothing is
+    done for a thread whose history this process does not keep."""
+    for channel in {channel for channel, _ in writes if channel in CHANNELS}:
+        _note_channel_writes(
+            saver, (thread_id, namespace, channel), checkpoint_id, writes, task_id, task_path
+        )
+
+
+def _note_channel_writes(
+    saver: Any,
+    key: tuple[str, str, str],
+    checkpoint_id: str,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> None:
     with _KNOWN_LOCK:
         remembered = _remembered(saver)
         if remembered is None or key not in remembered.entries:
@@ -221,7 +245,7 @@ def note_writes(
     serde = saver.serde
     found = []
     for index, (channel, value) in enumerate(writes):
-        if channel == TOOL_STATE:
+        if channel == key[2]:
             stored = serde.dumps_typed(value)
             found.append((index, serde.loads_typed(stored), len(stored[1] or b"")))
     with _KNOWN_LOCK:
@@ -241,11 +265,14 @@ def note_writes(
                 remembered.entries[key] = known._replace(tracked=False)
 
 
-def caught_up(saver: Any, thread_id: str, namespace: str, target: str | None) -> Known | None:
-    """The remembered history extended to ``target`` (``None``: the newest checkpoint this
-    saver put on the thread) from what was noted, remembered in its place; ``None`` where
-    the notes do not reach it (see the module's docstring), and a read is needed."""
-    key = (thread_id, namespace)
+def caught_up(
+    saver: Any, thread_id: str, namespace: str, target: str | None, channel: str = TOOL_STATE
+) -> Known | None:
+    """``channel``'s remembered history extended to ``target`` (``None``: the newest
+    checkpoint this saver put on the thread) from what was noted, remembered in its place;
+    ``None`` where the notes do not reach it (see the module's docstring), and a read is
+    needed."""
+    key = (thread_id, namespace, channel)
     with _KNOWN_LOCK:
         remembered = _remembered(saver)
         known = None if remembered is None else remembered.entries.get(key)
@@ -275,7 +302,7 @@ def caught_up(saver: Any, thread_id: str, namespace: str, target: str | None) ->
         for checkpoint_id in [known.checkpoint_id, *reversed(path)]:
             at = written.writes.get(checkpoint_id, {})
             ordered = sorted(at.items(), key=lambda w: writes_sort_key(w[1][0], *w[0]))
-            history["writes"] += [(task, TOOL_STATE, value) for (task, _), (_, value, _) in ordered]
+            history["writes"] += [(task, channel, value) for (task, _), (_, value, _) in ordered]
             size += sum(stored for _, _, stored in at.values())
         counted = written.born[target][1]
         _forget_ancestors(written, target)

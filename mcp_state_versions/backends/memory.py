@@ -8,7 +8,7 @@ sync and async runs, so one class serves both.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..state import TURN_METADATA_KEY
@@ -110,30 +110,36 @@ class MemoryBackend(Backend):
                     total += len(blob[1] or b"")
         return total
 
-    def _version(self, thread_id: str, namespace: str, checkpoint_id: str) -> tuple[bool, Any]:
+    def _version(
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
+    ) -> tuple[bool, Any]:
         saved = self._stored(thread_id, namespace).get(checkpoint_id)
         if saved is None:
             return False, None
         checkpoint = self.saver.serde.loads_typed(saved[0])
-        return True, checkpoint["channel_versions"].get(TOOL_STATE)
+        return True, checkpoint["channel_versions"].get(channel)
 
     async def stored_tool_state(
-        self, thread_id: str, namespace: str, checkpoint_id: str
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
     ) -> tuple[bool, Any]:
-        return self._stored_tool_state(thread_id, namespace, checkpoint_id)
+        return self._stored_tool_state(thread_id, namespace, checkpoint_id, channel)
 
     def _stored_tool_state(
-        self, thread_id: str, namespace: str, checkpoint_id: str
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
     ) -> tuple[bool, Any]:
-        found, version = self._version(thread_id, namespace, checkpoint_id)
+        found, version = self._version(thread_id, namespace, checkpoint_id, channel)
         if not found or version is None:
             return found, None
-        blob = self.saver.blobs.get((thread_id, namespace, TOOL_STATE, version))  # type: ignore[attr-defined]
+        blob = self.saver.blobs.get((thread_id, namespace, channel, version))  # type: ignore[attr-defined]
         if blob is None or blob[0] == "empty":
             return True, NOTHING_STORED
         return True, self.saver.serde.loads_typed(blob)
 
-    async def _delta_history(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+    async def _delta_history(
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
+    ) -> Any:
+        if channel != TOOL_STATE:  # the saver's own read (the library's remembers messages')
+            return await super()._delta_history(thread_id, namespace, checkpoint_id, channel)
         return self.delta_history(thread_id, namespace, checkpoint_id)
 
     def delta_history(
@@ -226,13 +232,18 @@ class MemoryBackend(Backend):
         ]
 
     async def write_snapshot(
-        self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str,
+        value: Any,
+        channel: str = TOOL_STATE,
     ) -> None:
         # Blobs are keyed by channel version, and checkpoints sharing a version share a value,
         # so the snapshot serves each of them.
-        found, version = self._version(thread_id, namespace, checkpoint_id)
+        found, version = self._version(thread_id, namespace, checkpoint_id, channel)
         if found and version is not None:
-            self.saver.blobs[(thread_id, namespace, TOOL_STATE, version)] = (  # type: ignore[attr-defined]
+            self.saver.blobs[(thread_id, namespace, channel, version)] = (  # type: ignore[attr-defined]
                 self.saver.serde.dumps_typed(snapshot(value))
             )
             # Its delta counter goes too: it says a checkpoint stores no value (COUNTER).
@@ -240,7 +251,7 @@ class MemoryBackend(Backend):
             checkpoint, metadata, parent = stored[checkpoint_id]
             serde = self.saver.serde
             meta = serde.loads_typed(metadata) if metadata else {}
-            (meta.get("counters_since_delta_snapshot") or {}).pop(TOOL_STATE, None)
+            (meta.get("counters_since_delta_snapshot") or {}).pop(channel, None)
             stored[checkpoint_id] = (checkpoint, serde.dumps_typed(meta), parent)
             links = self.saver.__dict__.get(_LINKS, {})
             links.pop((thread_id, namespace, checkpoint_id), None)

@@ -198,11 +198,10 @@ class PostgresBackend(SqlBackend):
         return await self._rows(_lineage_sql(), (thread_id, namespace))
 
     async def stored_tool_state(
-        self, thread_id: str, namespace: str, checkpoint_id: str
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
     ) -> tuple[bool, Any]:
         rows = await self._rows(
-            _CHANNEL_SQL,
-            (TOOL_STATE, TOOL_STATE, TOOL_STATE, thread_id, namespace, checkpoint_id),
+            _CHANNEL_SQL, (channel, channel, channel, thread_id, namespace, checkpoint_id)
         )
         if not rows:
             return False, None
@@ -213,7 +212,11 @@ class PostgresBackend(SqlBackend):
             return True, NOTHING_STORED
         return True, self.saver.serde.loads_typed((kind, blob))
 
-    async def _delta_history(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+    async def _delta_history(
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
+    ) -> Any:
+        if channel != TOOL_STATE:  # the saver's own read (the library's remembers messages')
+            return await super()._delta_history(thread_id, namespace, checkpoint_id, channel)
         return await self.delta_history(thread_id, namespace, checkpoint_id)
 
     async def _chained(
@@ -250,7 +253,12 @@ class PostgresBackend(SqlBackend):
         return writes_by_checkpoint(rows, checkpoint_ids, self.saver.serde.loads_typed)
 
     async def write_snapshot(
-        self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str,
+        value: Any,
+        channel: str = TOOL_STATE,
     ) -> None:
         # Blobs are keyed by channel version, and checkpoints sharing a version share a value,
         # so the snapshot serves each of them.
@@ -260,24 +268,15 @@ class PostgresBackend(SqlBackend):
             await _run(
                 cursor,
                 "UPDATE checkpoints SET metadata = metadata #- "
-                "'{counters_since_delta_snapshot,tool_state}' "
+                "ARRAY['counters_since_delta_snapshot', %s] "
                 "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
-                (thread_id, namespace, checkpoint_id),
+                (channel, thread_id, namespace, checkpoint_id),
                 self.native_sync,
             )
             await _run(
                 cursor,
                 _UPSERT_SNAPSHOT,
-                (
-                    TOOL_STATE,
-                    TOOL_STATE,
-                    kind,
-                    blob,
-                    thread_id,
-                    namespace,
-                    checkpoint_id,
-                    TOOL_STATE,
-                ),
+                (channel, channel, kind, blob, thread_id, namespace, checkpoint_id, channel),
                 self.native_sync,
             )
 

@@ -18,7 +18,7 @@ the message list included) followed by ``metadata``. Two consequences decide how
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -244,26 +244,32 @@ class SqliteBackend(SqlBackend):
         return await self.parent_of(thread_id, namespace, link[ID]) or link
 
     async def stored_tool_state(
-        self, thread_id: str, namespace: str, checkpoint_id: str
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
     ) -> tuple[bool, Any]:
         rows = await self._rows(_ROW_SQL, (thread_id, namespace, checkpoint_id))
         if not rows:
             return False, None
-        return True, self._stored_in(*rows[0])
+        return True, self._stored_in(*rows[0], channel=channel)
 
-    def _stored_in(self, kind: str, data: bytes) -> Any:
-        """What a checkpoint row (its ``type`` and ``checkpoint``) stores for ``tool_state``,
-        as :meth:`stored_tool_state` answers it (msgpack decoded without the messages)."""
-        if kind == "msgpack":
+    def _stored_in(self, kind: str, data: bytes, *, channel: str = TOOL_STATE) -> Any:
+        """What a checkpoint row (its ``type`` and ``checkpoint``) stores for ``channel``, as
+        :meth:`stored_tool_state` answers it (for ``tool_state``, msgpack decoded without the
+        messages)."""
+        if kind == "msgpack" and channel == TOOL_STATE:
             checkpoint = _unpack(data)
         else:
             checkpoint = self.saver.serde.loads_typed((kind, data))
-        if TOOL_STATE not in (checkpoint.get("channel_versions") or {}):
+        if channel not in (checkpoint.get("channel_versions") or {}):
             return None
-        return (checkpoint.get("channel_values") or {}).get(TOOL_STATE, NOTHING_STORED)
+        return (checkpoint.get("channel_values") or {}).get(channel, NOTHING_STORED)
 
     async def write_snapshot(
-        self, thread_id: str, namespace: str, checkpoint_id: str, value: Mapping[str, Any]
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str,
+        value: Any,
+        channel: str = TOOL_STATE,
     ) -> None:
         # SQLite keeps a checkpoint's values inside its row, so the row is written again with
         # the snapshot in it (through the saver's serializer: the row holds messages too).
@@ -271,21 +277,25 @@ class SqliteBackend(SqlBackend):
         if not rows:
             return
         checkpoint = self.saver.serde.loads_typed(tuple(rows[0]))
-        checkpoint.setdefault("channel_values", {})[TOOL_STATE] = snapshot(value)
+        checkpoint.setdefault("channel_values", {})[channel] = snapshot(value)
         kind, data = self.saver.serde.dumps_typed(checkpoint)
         # Its delta counters go too: they say a checkpoint stores no value (see _COUNTER).
         await self._write(
             [
                 (
                     "UPDATE checkpoints SET type = ?, checkpoint = ?, metadata = CAST(json_remove("
-                    f"{_META_TEXT}, '$.counters_since_delta_snapshot.{TOOL_STATE}') AS BLOB) "
+                    f"{_META_TEXT}, '$.counters_since_delta_snapshot.{channel}') AS BLOB) "
                     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                     (kind, data, thread_id, namespace, checkpoint_id),
                 )
             ]
         )
 
-    async def _delta_history(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+    async def _delta_history(
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
+    ) -> Any:
+        if channel != TOOL_STATE:  # the saver's own read (the library's remembers messages')
+            return await super()._delta_history(thread_id, namespace, checkpoint_id, channel)
         return await self.delta_history(thread_id, namespace, checkpoint_id)
 
     async def delta_history(

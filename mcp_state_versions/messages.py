@@ -1,0 +1,326 @@
+"""How ``messages`` is stored: the writes of each step, with a whole snapshot now and then.
+
+LangGraph's ``add_messages`` channel stores the whole message list at every checkpoint, about
+four times a turn, so a thread's storage grows with the square of its length and each turn
+costs more than the one before. Stored as writes (LangGraph's ``DeltaChannel``, the mechanism
+:mod:`mcp_state_versions.storage` uses for ``tool_state``), a turn stores the messages it added
+and, now and then, one snapshot of the list.
+
+A ``DeltaChannel`` rebuilds the list by replaying stored writes through its reducer in whatever
+batches it likes, so the reducer must be pure, deterministic and batching-invariant
+(``r(r(s, xs), ys) == r(s, xs + ys)``). :func:`merge_messages` is ``add_messages`` applied write
+by write, which makes it batching-invariant by construction, with two differences a replay
+needs, and a property test checks it against ``add_messages`` itself:
+
+* **Ids are given at the write, the same on every replay.** ``add_messages`` gives a message
+  without an id a random one, which a replay would give anew. LangGraph's loop already gives
+  message objects and message dicts an id before their write is stored; a string or a
+  ``(role, content)`` tuple it leaves alone, and that one gets an id derived from the message
+  before it and its own content (:func:`derived_id`), so every replay derives the same.
+* **A ``RemoveMessage`` of an unknown id fails at the write, never in a replay.** Live, the
+  channel's update raises as ``add_messages`` does; a replay skips it, since a stored write
+  was merged, or refused, live already.
+
+Snapshots follow the list's size (:class:`MessagesChannel`): an append-only list takes one each
+time it has grown to :data:`GROWTH` times its size at the last, so snapshots together store at
+most about half again what was written, and a run start replays at most twice the last
+snapshot's messages. A running process replays nothing it replayed before
+(:data:`~mcp_state_versions.storage.REPLAYS`), and the library's savers remember the history
+they read (:mod:`mcp_state_versions.backends.known`), so a turn's cost stays flat.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import uuid
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    BaseMessageChunk,
+    RemoveMessage,
+    convert_to_messages,
+    message_chunk_to_message,
+)
+from langgraph._internal._typing import MISSING
+from langgraph.channels.binop import _get_overwrite
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
+
+__all__ = [
+    "GROWTH",
+    "MESSAGES",
+    "MIN_SNAPSHOT_MESSAGES",
+    "MessagesChannel",
+    "MessagesOption",
+    "derived_id",
+    "merge_messages",
+    "messages_channel",
+    "replay_messages",
+]
+
+MESSAGES = "messages"
+"""The channel's name in every schema the library builds."""
+
+MessagesOption = Literal["delta", "whole"]
+"""How ``messages`` is stored: ``"delta"`` (writes with snapshots, the default) or ``"whole"``
+(LangGraph's stock ``add_messages`` channel, the whole list at every checkpoint)."""
+
+GROWTH = 3
+"""How many times its size at the last snapshot the list grows to before the next one. The
+snapshots of an append-only list then hold ``1 + 1/3 + 1/9 + …`` times its final size, at most
+1.5 times what was written; a larger growth stores less and replays more after a restart."""
+
+MIN_SNAPSHOT_MESSAGES = 16
+"""The fewest messages a cycle writes before a snapshot (a new thread's first ones)."""
+
+_ID_NAMESPACE = uuid.UUID("6f1d3c8e-5b0a-4d7e-9c2a-4b8e1f0a7d31")
+
+
+def derived_id(anchor: str, position: int, message: BaseMessage) -> str:
+    """The id given to a message written without one: a UUID derived from the id of the
+    message it follows (``anchor``, ``""`` at the list's start), its position in its write,
+    its type and its content. A pure function, so a replay gives every such message the id it
+    got live."""
+    content = message.content if isinstance(message.content, str) else repr(message.content)
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{anchor}\x1f{position}\x1f{message.type}\x1f{content}"))
+
+
+def _as_messages(write: Any) -> list[BaseMessage]:
+    """A write as ``add_messages`` reads it: a list (one message-like alone is a list of
+    one), coerced to messages, chunks made whole."""
+    items = write if isinstance(write, list) else [write]
+    if all(  # by type, once a type (a long list holds a handful of them)
+        issubclass(kind, BaseMessage) and not issubclass(kind, BaseMessageChunk)
+        for kind in set(map(type, items))
+    ):
+        return items
+    return [message_chunk_to_message(m) for m in convert_to_messages(items)]  # type: ignore[arg-type]
+
+
+class _Merging:
+    """A message list being merged into, write by write: the list with holes where messages
+    were removed, and each id's position (the last one where an id occurs twice, as
+    ``add_messages``'s own index has it)."""
+
+    __slots__ = ("doubled", "index", "items")
+
+    def __init__(self, state: Sequence[Any]) -> None:
+        self.items: list[BaseMessage | None] = list(_as_messages(list(state))) if state else []
+        self.index: dict[str, int] = {m.id: i for i, m in enumerate(self.items)}  # type: ignore[union-attr,misc]
+        self.doubled = len(self.index) != len(self.items)
+
+    def anchor(self) -> str:
+        for message in reversed(self.items):
+            if message is not None:
+                return message.id or ""
+        return ""
+
+    def listed(self) -> list[BaseMessage]:
+        return [m for m in self.items if m is not None]
+
+    def merge(self, write: Any, *, strict: bool) -> None:
+        right = _as_messages(write)
+        if any(m.id is None for m in right):
+            right = self._with_ids(right)
+        for position in range(len(right) - 1, -1, -1):
+            found = right[position]
+            if isinstance(found, RemoveMessage) and found.id == REMOVE_ALL_MESSAGES:
+                # as add_messages: the messages after it, as they are
+                self.__init__(right[position + 1 :])  # type: ignore[misc]
+                return
+        if self.doubled:  # an id held twice: add_messages' own steps, on the compacted list
+            self._merge_doubled(right, strict=strict)
+            return
+        removed: set[str] = set()
+        items, index = self.items, self.index
+        for message in right:
+            position = index.get(message.id)  # type: ignore[arg-type]
+            if position is not None:
+                if isinstance(message, RemoveMessage):
+                    removed.add(message.id)  # type: ignore[arg-type]
+                else:
+                    removed.discard(message.id)  # type: ignore[arg-type]
+                    items[position] = message
+            elif isinstance(message, RemoveMessage):
+                if strict:
+                    raise ValueError(
+                        "Attempting to delete a message with an ID that doesn't exist "
+                        f"('{message.id}')"
+                    )
+            else:
+                index[message.id] = len(items)  # type: ignore[index]
+                items.append(message)
+        for message_id in removed:
+            items[index.pop(message_id)] = None
+
+    def _merge_doubled(self, right: list[BaseMessage], *, strict: bool) -> None:
+        merged = self.listed()
+        by_id = {m.id: i for i, m in enumerate(merged)}
+        removed: set[str] = set()
+        for message in right:
+            position = by_id.get(message.id)
+            if position is not None:
+                if isinstance(message, RemoveMessage):
+                    removed.add(message.id)  # type: ignore[arg-type]
+                else:
+                    removed.discard(message.id)  # type: ignore[arg-type]
+                    merged[position] = message
+            elif isinstance(message, RemoveMessage):
+                if strict:
+                    raise ValueError(
+                        "Attempting to delete a message with an ID that doesn't exist "
+                        f"('{message.id}')"
+                    )
+            else:
+                by_id[message.id] = len(merged)
+                merged.append(message)
+        self.__init__([m for m in merged if m.id not in removed])  # type: ignore[misc]
+
+    def _with_ids(self, right: list[BaseMessage]) -> list[BaseMessage]:
+        taken = {m.id for m in right if m.id is not None}
+        anchor = self.anchor()
+        given: list[BaseMessage] = []
+        for position, message in enumerate(right):
+            if message.id is None:
+                new_id = derived_id(anchor, position, message)
+                while new_id in self.index or new_id in taken:  # never another's id
+                    new_id = str(uuid.uuid5(_ID_NAMESPACE, new_id))
+                taken.add(new_id)
+                message = message.model_copy(update={"id": new_id})
+            given.append(message)
+        return given
+
+
+def merge_messages(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[AnyMessage]:
+    """``add_messages`` over a batch of writes, ``(state, [write, ...]) -> state``.
+
+    Each write is merged as ``add_messages(state, write)`` merges it (replace by id, remove by
+    id, ``REMOVE_ALL_MESSAGES``, dicts, tuples, strings and chunks coerced), so any batching
+    gives the same list. A message without an id gets :func:`derived_id`'s; a
+    ``RemoveMessage`` of an id the list does not hold raises ``ValueError``, as
+    ``add_messages`` does. Neither ``state`` nor the writes are changed.
+    """
+    return _merged(state, writes, strict=True)
+
+
+def replay_messages(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[AnyMessage]:
+    """:func:`merge_messages` for stored writes being replayed: a ``RemoveMessage`` of an
+    unknown id is skipped, since the write it came in was refused live (its step failed) and
+    a replay must never fail where the live run went on."""
+    return _merged(state, writes, strict=False)
+
+
+def _merged(state: Sequence[Any] | None, writes: Sequence[Any], *, strict: bool) -> list[Any]:
+    merging = _Merging(state or [])
+    for write in writes:
+        merging.merge(write, strict=strict)
+    return merging.listed()
+
+
+merge_messages.replayed = replay_messages  # type: ignore[attr-defined]
+
+
+def _count(write: Any) -> int:
+    return len(write) if isinstance(write, list) else 1
+
+
+class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
+    """The ``messages`` channel stored as writes, with snapshots as the list grows.
+
+    LangGraph takes a snapshot when the channel's updates since the last one reach its
+    ``snapshot_frequency``, which it reads once a step. This channel answers 1 (due now) once
+    the messages written since its base (the snapshot it was rebuilt from, or its last
+    answer of 1) reach ``GROWTH - 1`` times the smaller of the list's size then and now, and
+    at least :data:`MIN_SNAPSHOT_MESSAGES`: an append-only list snapshots at sizes 16·3ᵏ, a
+    list a summary shrank soon after, as the snapshot is small. Otherwise it answers the
+    ``snapshot_frequency`` given, which stays LangGraph's cap on a cycle's updates.
+    """
+
+    __slots__ = ("base_size", "most", "written")
+
+    @property  # type: ignore[override]
+    def snapshot_frequency(self) -> int:
+        if self.value is MISSING:
+            return self.most
+        size = len(self.value)
+        if self.written >= (GROWTH - 1) * max(min(self.base_size, size), MIN_SNAPSHOT_MESSAGES):
+            self.base_size, self.written = size, 0
+            return 1
+        return self.most
+
+    @snapshot_frequency.setter
+    def snapshot_frequency(self, most: int) -> None:
+        self.most = most
+        self.base_size = self.written = 0
+
+    def update(self, values: Sequence[Any]) -> bool:
+        changed = super().update(values)
+        self.written += sum(_count(v) for v in values)
+        return changed
+
+    def replay_writes(self, writes: Sequence[Any]) -> None:
+        """Stored writes, oldest first, merged as a replay, from where this process's last
+        replay of the same writes left off (:data:`~mcp_state_versions.storage.REPLAYS`)."""
+        from .storage import REPLAYS
+
+        if not writes:
+            return
+        values = [write[2] for write in writes]
+        self.written += sum(_count(v) for v in values)
+        last = max((i for i, v in enumerate(values) if _get_overwrite(v)[0]), default=None)
+        if last is not None:  # an Overwrite resets the base, as in LangGraph's own replay
+            _, value = _get_overwrite(values[last])
+            base = list(value) if value is not None else []
+            self.value = replay_messages(base, values[last + 1 :])
+            return
+        seed = self.value
+        done, start = REPLAYS.start(replay_messages, seed, writes)
+        base = self.typ() if start is MISSING else start
+        self.value = replay_messages(base, values[done:]) if done < len(values) else base
+        REPLAYS.served += done
+        REPLAYS.remember(replay_messages, seed, writes, self.value, held=len(self.value))
+
+    def from_checkpoint(self, checkpoint: Any) -> MessagesChannel:
+        new = super().from_checkpoint(checkpoint)
+        new.most = self.most
+        new.base_size = len(new.value) if isinstance(new.value, list) else 0
+        new.written = 0
+        return new
+
+    def copy(self) -> MessagesChannel:
+        new = self.__class__(self.reducer, self.typ, snapshot_frequency=self.most)
+        new.key = self.key
+        new.value = self.value if self.value is MISSING else _copy.copy(self.value)
+        new.base_size, new.written = self.base_size, self.written
+        return new
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, MessagesChannel)
+            and self.most == other.most
+            and self.reducer is other.reducer
+        )
+
+    def __hash__(self) -> int:
+        return hash((MessagesChannel, self.most, self.reducer))
+
+
+DEFAULT_MESSAGES_SNAPSHOT_CAP = 100_000
+"""LangGraph's own cap on a cycle's updates of ``messages``; the size rule decides first."""
+
+
+def messages_channel(messages: MessagesOption = "delta") -> Any:
+    """The annotated type of a ``messages`` field: stored as writes (``"delta"``,
+    :class:`MessagesChannel` over :func:`merge_messages`) or whole at every checkpoint
+    (``"whole"``, LangGraph's ``add_messages``)."""
+    if messages == "whole":
+        return Annotated[list[AnyMessage], add_messages]
+    if messages != "delta":
+        raise ValueError(f"messages must be 'delta' or 'whole', got {messages!r}")
+    return Annotated[
+        list[AnyMessage],
+        MessagesChannel(merge_messages, list, snapshot_frequency=DEFAULT_MESSAGES_SNAPSHOT_CAP),
+    ]
