@@ -4,7 +4,8 @@
     python -m benchmarks --report      # re-render the tables and plot from the last run
 
 One module per measurement: :mod:`.reads` (turn reads: ring, walk, physical limit, full
-history walk), :mod:`.memory` (peak memory of one read), :mod:`.tool` (the tool through a
+history walk), :mod:`.thread` (the whole thread's bytes stored ÷ added and a turn's time against
+its length, beside a plain agent), :mod:`.memory` (peak memory of one read), :mod:`.tool` (the tool through a
 ToolNode against the cheapest tool), :mod:`.reducer` (per write against a dict merge),
 :mod:`.pattern` (the worst pattern on a 1 MB value), :mod:`.writes` (what a turn stores and
 costs against a plain agent, over keys × sizes, and one 5 MB value rewritten), :mod:`.sweep`
@@ -29,7 +30,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import page, pattern, reads, reducer, report, tool, writes
+from . import page, pattern, reads, reducer, report, thread, tool, writes
 from . import sweep as sweeping
 from .common import RESULTS, progress
 
@@ -64,6 +65,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         progress("sqlite: one 5 MB value rewritten")
         figures["large_value"] = await writes.measure_large_value(workdir)
     figures["listing_chars"] = writes.listing_chars()
+    databases = [b for b in backends if b != "memory"]
+    figures["thread"] = await thread.measure(databases, 100 if args.quick else 1000, workdir)
     figures["sweep"] = await sweeping.measure(backends, 500 if args.quick else 10_000, workdir)
     if shutil.which(page.CHROMIUM):
         figures["page"] = await page.measure(100 if args.quick else 1000, workdir)
@@ -77,6 +80,10 @@ def _render(figures: dict[str, Any]) -> None:
     plotted = report.plot(figures, RESULTS / "latest.png")
     report.plot_writes(figures, RESULTS / "latest-writes.png")
     print(report.table(figures))
+    if "thread" in figures:
+        print(
+            "\nThe whole thread (python -m benchmarks.thread):\n" + thread.table(figures["thread"])
+        )
     print(
         f"\nRaw figures: {RESULTS / 'latest.json'}"
         + (f"; plot: {RESULTS / 'latest.png'}" if plotted else "")

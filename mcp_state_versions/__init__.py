@@ -57,15 +57,15 @@ from .tool import make_inspect_state, read_state_key
 def __getattr__(name: str) -> object:
     # SessionStateMiddleware needs LangChain's agents package (extra "agents"); import it only
     # when asked for, so the rest of the library works without it.
-    if name == "SessionStateMiddleware":
+    if name in ("SessionStateMiddleware", "SessionAgentState"):
         try:
-            from .middleware import SessionStateMiddleware
+            from . import middleware
         except ImportError as error:  # pragma: no cover - depends on the environment
             raise ImportError(
-                "SessionStateMiddleware needs LangChain's create_agent: "
+                f"{name} needs LangChain's create_agent: "
                 "pip install 'mcp-state-versions[agents]'"
             ) from error
-        return SessionStateMiddleware
+        return getattr(middleware, name)
     raise AttributeError(f"module 'mcp_state_versions' has no attribute {name!r}")
 
 
@@ -86,6 +86,7 @@ __all__ = [
     "PruningInMemorySaver",
     "PruningSqliteSaver",
     "ScriptedChatModel",
+    "SessionAgentState",
     "SessionState",
     "SessionStateMiddleware",
     "StateEntry",

@@ -20,7 +20,7 @@ middleware gives such an agent everything :func:`~mcp_state_versions.agent.build
 """
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NotRequired
+from typing import Any, NotRequired, Required
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain_core.messages import SystemMessage
@@ -32,23 +32,47 @@ from .agent import SESSION_STATE_PROMPT
 from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, session_tool_wrappers
 from .clock import close_turn, open_turn
 from .history import AUTO, HistoryOption
+from .messages import messages_channel
 from .publish import SECRET_NAMES, noted_messages
 from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
 from .tool import make_inspect_state
 
-__all__ = ["DEFAULT_INLINE_LIMIT", "SessionStateMiddleware"]
+__all__ = ["DEFAULT_INLINE_LIMIT", "SessionAgentState", "SessionStateMiddleware"]
+
+
+class SessionAgentState(AgentState):
+    """``create_agent``'s state with ``messages`` stored as writes
+    (:mod:`mcp_state_versions.messages`): pass it as ``state_schema=``.
+
+    ``AgentState``'s ``messages`` stores the whole conversation at every checkpoint, so a
+    thread's storage grows with the square of its length. A middleware cannot change that
+    channel (``create_agent`` keeps ``AgentState``'s over a middleware's), but the agent's own
+    ``state_schema`` can, so the library offers this one.
+
+    Example::
+
+        agent = create_agent(
+            model,
+            tools,
+            state_schema=SessionAgentState,
+            middleware=[SessionStateMiddleware()],
+            checkpointer=saver,
+        )
+    """
+
+    messages: Required[messages_channel()]  # type: ignore[valid-type]
 
 
 def _session_schema(reducer: Callable[..., Any], snapshot_frequency: int) -> type:
     channel = tool_state_channel(reducer, snapshot_frequency)
 
-    class SessionAgentState(AgentState):
+    class ToolStateAgentState(AgentState):
         """``create_agent`` state with versioned ``tool_state`` (and its turn clock)."""
 
         tool_state: NotRequired[channel]  # type: ignore[valid-type]
 
-    return SessionAgentState
+    return ToolStateAgentState
 
 
 class SessionStateMiddleware(AgentMiddleware):

@@ -88,11 +88,10 @@ class PruningInMemorySaver(InMemorySaver):
         self, *, config: Any, channels: Sequence[str]
     ) -> Mapping[str, Any]:
         configurable = config["configurable"]
-        if not configurable.get("checkpoint_id") or not (
-            TOOL_STATE in channels or MESSAGES in channels
-        ):
+        ours = [TOOL_STATE, MESSAGES] if configurable.get("checkpoint_id") else [TOOL_STATE]
+        if not any(channel in ours for channel in channels):
             return super().get_delta_channel_history(config=config, channels=channels)
-        rest = [channel for channel in channels if channel not in (TOOL_STATE, MESSAGES)]
+        rest = [channel for channel in channels if channel not in ours]
         found = dict(super().get_delta_channel_history(config=config, channels=rest))
         if TOOL_STATE in channels:
             found[TOOL_STATE] = MemoryBackend(self).delta_history(
@@ -101,7 +100,7 @@ class PruningInMemorySaver(InMemorySaver):
                 configurable.get("checkpoint_id"),
                 remember=True,
             )
-        if MESSAGES in channels:
+        if MESSAGES in ours and MESSAGES in channels:
             found[MESSAGES] = run_sync(remembered_messages(self, self._stock_history, config))
         return found
 

@@ -235,7 +235,8 @@ async def test_notes_give_way_to_a_read_when_they_cannot_be_trusted(
         monkeypatch.setattr(known, "KNOWN_BYTES", 10)
         await run_turn(agent, thread_id, "put c=4")
         remembered = known_history(saver, thread_id, "")
-        assert remembered is not None and not remembered.tracked
+        # untracked, or given way to the thread's messages history, read after it
+        assert remembered is None or not remembered.tracked
         assert known.caught_up(saver, thread_id, "", None) is None
         await _same_as_fresh(saver, fresh, config)
         monkeypatch.undo()

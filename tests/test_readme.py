@@ -52,7 +52,9 @@ def test_the_install_commands_are_what_ci_and_a_newcomer_run(tmp_path: Path) -> 
     demo, tests = blocks("sh")[:2]
     ci = (ROOT / ".ci" / "run").read_text()
     assert tests.strip() in ci, "the README's test command must be the one .ci/run runs"
-    assert demo.strip().startswith("python3 -m venv .venv && .venv/bin/pip install -q -e . && ")
+    assert demo.strip().startswith(
+        'python3 -m venv .venv && .venv/bin/pip install -q -e ".[agents]" && '
+    )
     done = subprocess.run(
         ["mcp-state-versions", "demo"],
         cwd=tmp_path,
@@ -127,3 +129,36 @@ def test_the_text_blocks_are_what_the_demo_prints(tmp_path: Path) -> None:
     for block in blocks("text"):
         for line in block.splitlines():
             assert line.rstrip() in printed, line
+
+
+QUICK_START_ENV = ROOT / ".venv-quick-start"
+
+
+def _quick_start_env() -> Path:
+    """A venv made by exactly the README's first command, without its demo part (rebuilt when
+    the command or the project's dependencies change)."""
+    import hashlib
+    import shutil
+
+    command = blocks("sh")[0].strip().split(" && ")
+    install = " && ".join(part for part in command if "demo" not in part)
+    install = install.replace(".venv", str(QUICK_START_ENV))
+    wanted = hashlib.sha256((install + (ROOT / "pyproject.toml").read_text()).encode()).hexdigest()
+    marker = QUICK_START_ENV / "built-from"
+    if marker.exists() and marker.read_text() == wanted:
+        return QUICK_START_ENV
+    shutil.rmtree(QUICK_START_ENV, ignore_errors=True)
+    subprocess.run(["bash", "-c", install], cwd=ROOT, check=True, timeout=900)
+    marker.write_text(wanted)
+    return QUICK_START_ENV
+
+
+def test_the_quick_start_runs_after_the_first_command(tmp_path: Path) -> None:
+    """The quick start, in an environment holding only what the first command installs."""
+    quick_start = next(b for b in blocks("python") if "create_agent" in b)
+    python = _quick_start_env() / "bin" / "python"
+    done = subprocess.run(
+        [str(python), "-c", quick_start], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"rain"' in done.stdout

@@ -310,9 +310,21 @@ class Backend:
     async def values(
         self, thread_id: str, namespace: str, checkpoint_id: str
     ) -> Mapping[str, Any] | None:
-        """All channel values of a checkpoint (only for threads older than the clock)."""
+        """All channel values of a checkpoint (only for threads older than the clock), with
+        ``messages`` rebuilt where the checkpoint holds it as writes or a snapshot (a thread
+        older than the clock that the library's agent went on writing)."""
+        from ..messages import MESSAGES
+
         found = await self._tuple(thread_id, namespace, checkpoint_id)
-        return None if found is None else found.checkpoint.get("channel_values", {})
+        if found is None:
+            return None
+        values = found.checkpoint.get("channel_values", {})
+        if MESSAGES not in found.checkpoint.get("channel_versions", {}):
+            return values
+        stored = stored_value(values.get(MESSAGES, NOTHING_STORED))
+        if stored is NOTHING_STORED:
+            stored = await self.rebuild_messages(thread_id, namespace, checkpoint_id)
+        return {**values, MESSAGES: stored}
 
     async def checkpoint_ids(self, thread_id: str, namespace: str) -> list[str]:
         """Every checkpoint id of the namespace, on any branch."""

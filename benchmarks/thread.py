@@ -1,0 +1,199 @@
+"""The whole thread: bytes stored ÷ bytes added, and a turn's time, against the thread's length.
+
+    python -m benchmarks.thread [--turns 10,100,1000] [--backends sqlite,postgres]
+
+Four agents, one tool publishing a 300-byte value each turn and a one-sentence reply, each on
+its own thread of the same checkpointer (the library's saver for the backend):
+
+* **library**: ``build_agent``, ``messages`` and ``tool_state`` stored as writes (the default);
+* **library, messages whole**: ``build_agent(messages="whole")``, LangGraph's stock channel;
+* **plain**: a plain LangGraph agent (``StateGraph`` + ``ToolNode``, ``add_messages``, a
+  last-write-wins dict for the tool's value);
+* **plain, experimental delta**: the same plain agent on LangGraph's private
+  ``_messages_delta_reducer`` in a ``DeltaChannel``.
+
+*Added* is what the turns brought: every message's own serialized size once, plus the tool's
+value once a turn. *Stored* is what the saver holds for the thread (rows, writes, blobs). A
+turn's time is the median over a window of turns (10–20, 90–100, 990–1000, 9,990–10,000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+from uuid import uuid4
+
+import orjson
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import _messages_delta_reducer, add_messages
+from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
+from langgraph.types import Command
+
+from mcp_state_versions import build_agent, publish, run_turn
+from mcp_state_versions.backends import backend_for
+from mcp_state_versions.scripted import ScriptedChatModel, call
+
+from .common import RESULTS, opened, progress
+
+VALUE_BYTES = 300
+
+
+def _value(turn: int) -> str:
+    return f"{turn:06d}" + "x" * (VALUE_BYTES - 6)
+
+
+@tool
+def lookup(turn: int, runtime: ToolRuntime) -> Any:
+    """Publish this turn's 300-byte value."""
+    return publish(runtime, "bench", "lookup", {"value": _value(turn)})
+
+
+@tool
+def lookup_plain(turn: int, runtime: ToolRuntime) -> Any:
+    """Return this turn's 300-byte value into a plain dict channel."""
+    return Command(
+        update={
+            "tool_state": {"bench/lookup/value": _value(turn)},
+            "messages": [ToolMessage("stored", tool_call_id=runtime.tool_call_id)],
+        }
+    )
+
+
+def _respond(name: str) -> Any:
+    def respond(messages: Sequence[BaseMessage]) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, HumanMessage):
+            turn = int(str(last.content).split()[-1])
+            return AIMessage("", tool_calls=[call(name, f"c{len(messages)}", turn=turn)])
+        return AIMessage("The value is stored and ready for the next question.")
+
+    return respond
+
+
+def _merge(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
+    return {**(old or {}), **(new or {})}
+
+
+class _Plain(TypedDict):
+    messages: Annotated[list[BaseMessage], add_messages]
+    tool_state: Annotated[dict[str, Any], _merge]
+
+
+class _PlainDelta(TypedDict):
+    messages: Annotated[list[BaseMessage], DeltaChannel(_messages_delta_reducer)]
+    tool_state: Annotated[dict[str, Any], _merge]
+
+
+def _plain(saver: Any, schema: type) -> Any:
+    model = ScriptedChatModel(respond=_respond("lookup_plain"))
+
+    async def agent(state: Any) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    graph = StateGraph(schema)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode([lookup_plain]))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=saver)
+
+
+AGENTS = {
+    "library": lambda saver: build_agent(
+        ScriptedChatModel(respond=_respond("lookup")), [lookup], checkpointer=saver
+    ),
+    "library, messages whole": lambda saver: build_agent(
+        ScriptedChatModel(respond=_respond("lookup")),
+        [lookup],
+        checkpointer=saver,
+        messages="whole",
+    ),
+    "plain": lambda saver: _plain(saver, _Plain),
+    "plain, experimental delta": lambda saver: _plain(saver, _PlainDelta),
+}
+
+
+def _windows(turns: int) -> list[tuple[int, int]]:
+    return [(max(1, n - 10), n) for n in (20, 100, 1000, 10_000) if n <= turns]
+
+
+async def _thread(name: str, saver: Any, turns: int) -> dict[str, Any]:
+    agent = AGENTS[name](saver)
+    thread_id = f"thread-bench-{uuid4().hex[:10]}"
+    config = {"configurable": {"thread_id": thread_id}}
+    times: list[float] = []
+    sizes: dict[int, dict[str, int]] = {}
+    checkpoints = {10, 100, 1000, 10_000, turns}
+    backend = backend_for(saver)
+    for turn in range(1, turns + 1):
+        text = f"look it up {turn}"
+        started = time.perf_counter()
+        if name.startswith("library"):
+            await run_turn(agent, thread_id, text)
+        else:
+            await agent.ainvoke({"messages": [HumanMessage(text)]}, config)
+        times.append(time.perf_counter() - started)
+        if turn in checkpoints:
+            messages = (await agent.aget_state(config)).values["messages"]
+            added = sum(len(saver.serde.dumps_typed(m)[1]) for m in messages)
+            added += turn * len(orjson.dumps(_value(turn)))
+            stored = await backend.stored_bytes(thread_id, None, None)
+            sizes[turn] = {"stored": stored, "added": added}
+    windows = {f"{a}-{b}": statistics.median(times[a - 1 : b]) * 1000 for a, b in _windows(turns)}
+    return {"sizes": sizes, "turn_ms": windows}
+
+
+async def measure(backends: Sequence[str], turns: int, workdir: Path) -> dict[str, Any]:
+    """Every agent's thread on every backend, to ``turns``."""
+    found: dict[str, Any] = {}
+    for backend in backends:
+        found[backend] = {}
+        for name in AGENTS:
+            progress(f"{backend}: a {turns}-turn thread, {name}")
+            async with opened(backend, workdir) as (saver, _):
+                found[backend][name] = await _thread(name, saver, turns)
+    return found
+
+
+def table(found: dict[str, Any]) -> str:
+    lines = [
+        "| backend | agent | turns | stored ÷ added | stored | turn (ms) by window |",
+        "| --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for backend, agents in found.items():
+        for name, figures in agents.items():
+            for turns, size in sorted(figures["sizes"].items(), key=lambda i: int(i[0])):
+                ratio = size["stored"] / size["added"]
+                windows = ", ".join(f"{w}: {ms:.1f}" for w, ms in figures["turn_ms"].items())
+                lines.append(
+                    f"| {backend} | {name} | {turns} | {ratio:.2f}× | "
+                    f"{size['stored'] / 1e6:.2f} MB | {windows} |"
+                )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.thread")
+    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--backends", default="sqlite,postgres")
+    args = parser.parse_args()
+    workdir = RESULTS / "work-thread"
+    workdir.mkdir(parents=True, exist_ok=True)
+    found = asyncio.run(measure(args.backends.split(","), args.turns, workdir))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "thread.json").write_text(json.dumps(found, indent=1))
+    print(table(found))
+
+
+if __name__ == "__main__":
+    main()
