@@ -426,6 +426,7 @@ async def _versions(
 ) -> int:
     """Every version of a key, from its ring and, beyond it, from history (one read each)."""
     from .resolve import resolve_versions
+    from .wording import counted, version_span
 
     rows = await resolve_versions(
         entry, args.key, current_turn=present.turn, history=history, thread_id=args.thread
@@ -443,12 +444,18 @@ async def _versions(
     table = _table(("turns", "status", "value"))
     for row in rows:
         if row.since is None:
-            turns = f"before {row.until + 1} ({row.count} versions)" if row.until else "earlier"
+            turns = (
+                f"before {row.until + 1} ({counted(row.count, 'version')})"
+                if row.until
+                else "earlier"
+            )
         else:
-            turns = f"{row.since}–{row.until if row.until is not None else 'now'}"
+            turns = version_span(row.since, row.until)
         value = json.dumps(row.value) if row.status == "kept" else ""
         table.add_row(turns, row.status, _text(value))
-    _title(console, f"{args.key} · {entry['versions']} versions · thread {args.thread}")
+    _title(
+        console, f"{args.key} · {counted(entry['versions'], 'version')} · thread {args.thread}"
+    )
     console.print(table)
     return 0
 

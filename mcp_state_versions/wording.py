@@ -35,6 +35,7 @@ from .state import is_entry
 __all__ = [
     "LISTING_LINES",
     "close_keys",
+    "counted",
     "current_text",
     "describe_answer",
     "describe_failure",
@@ -48,8 +49,21 @@ __all__ = [
     "short_repr",
     "status_line",
     "unknown_key",
+    "version_span",
 ]
 
+
+
+def counted(count: int, noun: str) -> str:
+    """``"1 version"``, ``"2 versions"``: a count with its noun in the right number."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def version_span(since: int, until: int | None) -> str:
+    """``"turn 3"`` for one turn, ``"turns 3–5"`` for several, ``"turns 3–now"`` open-ended."""
+    if since == until:
+        return f"turn {since}"
+    return f"turns {since}–{'now' if until is None else until}"
 
 def short_repr(value: Any, limit: int = 80) -> str:
     text = repr(value)

@@ -482,3 +482,11 @@ def test_sweep_from_the_command_line(tmp_path: Path) -> None:
     done = _cli("prune", "--checkpointer", spec, "--thread", "one", "--keep-turns", "1",
                 "--dry-run")  # fmt: skip
     assert done.returncode == 0 and "would remove 0 checkpoints" in done.stdout, done.stdout
+
+
+def test_counts_and_spans_are_worded_in_the_right_number() -> None:
+    from mcp_state_versions.wording import counted, version_span
+
+    assert counted(1, "version") == "1 version" and counted(3, "version") == "3 versions"
+    assert version_span(3, 3) == "turn 3"
+    assert version_span(3, 5) == "turns 3–5" and version_span(3, None) == "turns 3–now"
