@@ -62,8 +62,7 @@ def __getattr__(name: str) -> object:
             from . import middleware
         except ImportError as error:  # pragma: no cover - depends on the environment
             raise ImportError(
-                f"{name} needs LangChain's create_agent: "
-                "pip install 'mcp-state-versions[agents]'"
+                f"{name} needs LangChain's create_agent: pip install 'mcp-state-versions[agents]'"
             ) from error
         return getattr(middleware, name)
     raise AttributeError(f"module 'mcp_state_versions' has no attribute {name!r}")

@@ -453,9 +453,7 @@ async def _versions(
             turns = version_span(row.since, row.until)
         value = json.dumps(row.value) if row.status == "kept" else ""
         table.add_row(turns, row.status, _text(value))
-    _title(
-        console, f"{args.key} · {counted(entry['versions'], 'version')} · thread {args.thread}"
-    )
+    _title(console, f"{args.key} · {counted(entry['versions'], 'version')} · thread {args.thread}")
     console.print(table)
     return 0
 

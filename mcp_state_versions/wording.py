@@ -53,7 +53,6 @@ __all__ = [
 ]
 
 
-
 def counted(count: int, noun: str) -> str:
     """``"1 version"``, ``"2 versions"``: a count with its noun in the right number."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
@@ -64,6 +63,7 @@ def version_span(since: int, until: int | None) -> str:
     if since == until:
         return f"turn {since}"
     return f"turns {since}–{'now' if until is None else until}"
+
 
 def short_repr(value: Any, limit: int = 80) -> str:
     text = repr(value)
