@@ -76,6 +76,10 @@ snapshots of an append-only list then hold ``1 + 1/3 + 1/9 + …`` times its fin
 MIN_SNAPSHOT_MESSAGES = 16
 """The fewest messages a cycle writes before a snapshot (a new thread's first ones)."""
 
+DEFAULT_MESSAGES_SNAPSHOT_CAP = 100_000
+"""LangGraph's own cap on a cycle's updates of ``messages``; the size rule decides first."""
+
+
 _ID_NAMESPACE = uuid.UUID("6f1d3c8e-5b0a-4d7e-9c2a-4b8e1f0a7d31")
 
 
@@ -103,12 +107,15 @@ def _as_messages(write: Any) -> list[BaseMessage]:
 class _Merging:
     """A message list being merged into, write by write: the list with holes where messages
     were removed, and each id's position (the last one where an id occurs twice, as
-    ``add_messages``'s own index has it)."""
+    ``add_messages``'s own index has it). A list holding an id twice (only ``add_messages``'
+    remove-all keeps such a list) is compacted after every write, so its index never points
+    past a hole."""
 
     __slots__ = ("doubled", "index", "items")
 
     def __init__(self, state: Sequence[Any]) -> None:
-        self.items: list[BaseMessage | None] = list(_as_messages(list(state))) if state else []
+        # (a list of its own either way: the copy made here, or the coerced one)
+        self.items: list[BaseMessage | None] = _as_messages(list(state)) if state else []  # type: ignore[assignment]
         self.index: dict[str, int] = {m.id: i for i, m in enumerate(self.items)}  # type: ignore[union-attr,misc]
         self.doubled = len(self.index) != len(self.items)
 
@@ -131,9 +138,6 @@ class _Merging:
                 # as add_messages: the messages after it, as they are
                 self.__init__(right[position + 1 :])  # type: ignore[misc]
                 return
-        if self.doubled:  # an id held twice: add_messages' own steps, on the compacted list
-            self._merge_doubled(right, strict=strict)
-            return
         removed: set[str] = set()
         items, index = self.items, self.index
         for message in right:
@@ -153,31 +157,11 @@ class _Merging:
             else:
                 index[message.id] = len(items)  # type: ignore[index]
                 items.append(message)
+        if self.doubled:  # an id held twice: add_messages removes every message holding it
+            self.__init__([m for m in items if m is not None and m.id not in removed])  # type: ignore[misc]
+            return
         for message_id in removed:
             items[index.pop(message_id)] = None
-
-    def _merge_doubled(self, right: list[BaseMessage], *, strict: bool) -> None:
-        merged = self.listed()
-        by_id = {m.id: i for i, m in enumerate(merged)}
-        removed: set[str] = set()
-        for message in right:
-            position = by_id.get(message.id)
-            if position is not None:
-                if isinstance(message, RemoveMessage):
-                    removed.add(message.id)  # type: ignore[arg-type]
-                else:
-                    removed.discard(message.id)  # type: ignore[arg-type]
-                    merged[position] = message
-            elif isinstance(message, RemoveMessage):
-                if strict:
-                    raise ValueError(
-                        "Attempting to delete a message with an ID that doesn't exist "
-                        f"('{message.id}')"
-                    )
-            else:
-                by_id[message.id] = len(merged)
-                merged.append(message)
-        self.__init__([m for m in merged if m.id not in removed])  # type: ignore[misc]
 
     def _with_ids(self, right: list[BaseMessage]) -> list[BaseMessage]:
         taken = {m.id for m in right if m.id is not None}
@@ -306,10 +290,6 @@ class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
 
     def __hash__(self) -> int:
         return hash((MessagesChannel, self.most, self.reducer))
-
-
-DEFAULT_MESSAGES_SNAPSHOT_CAP = 100_000
-"""LangGraph's own cap on a cycle's updates of ``messages``; the size rule decides first."""
 
 
 def messages_channel(messages: MessagesOption = "delta") -> Any:

@@ -68,6 +68,17 @@ def _check_strategy(strategy: str) -> None:
         raise ValueError(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
 
 
+def _where(config: Any) -> tuple[str, str, str | None]:
+    """``(thread id, namespace, checkpoint id)`` a saver call's config names (the id ``None``
+    where it names none: the head; for a put, the new checkpoint's parent)."""
+    configurable = config["configurable"]
+    return (
+        str(configurable["thread_id"]),
+        configurable.get("checkpoint_ns", ""),
+        configurable.get("checkpoint_id"),
+    )
+
+
 class PruningInMemorySaver(InMemorySaver):
     """``InMemorySaver`` with ``aprune``/``prune`` implemented, and a delta history of
     ``tool_state`` that decodes each checkpoint once, not at every run start.
@@ -87,18 +98,15 @@ class PruningInMemorySaver(InMemorySaver):
     def get_delta_channel_history(
         self, *, config: Any, channels: Sequence[str]
     ) -> Mapping[str, Any]:
-        configurable = config["configurable"]
-        ours = [TOOL_STATE, MESSAGES] if configurable.get("checkpoint_id") else [TOOL_STATE]
+        thread_id, namespace, checkpoint_id = _where(config)
+        ours = [TOOL_STATE, MESSAGES] if checkpoint_id else [TOOL_STATE]
         if not any(channel in ours for channel in channels):
             return super().get_delta_channel_history(config=config, channels=channels)
         rest = [channel for channel in channels if channel not in ours]
         found = dict(super().get_delta_channel_history(config=config, channels=rest))
         if TOOL_STATE in channels:
             found[TOOL_STATE] = MemoryBackend(self).delta_history(
-                str(configurable["thread_id"]),
-                configurable.get("checkpoint_ns", ""),
-                configurable.get("checkpoint_id"),
-                remember=True,
+                thread_id, namespace, checkpoint_id, remember=True
             )
         if MESSAGES in ours and MESSAGES in channels:
             found[MESSAGES] = run_sync(remembered_messages(self, self._stock_history, config))
@@ -108,10 +116,7 @@ class PruningInMemorySaver(InMemorySaver):
         return super().get_delta_channel_history(config=config, channels=channels)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        configurable = config["configurable"]
-        thread_id = str(configurable["thread_id"])
-        namespace = configurable.get("checkpoint_ns", "")
-        parent = configurable.get("checkpoint_id")
+        thread_id, namespace, parent = _where(config)
         note_checkpoint(self, thread_id, namespace, checkpoint["id"], parent, metadata)
         return super().put(config, checkpoint, metadata, new_versions)
 
@@ -119,16 +124,7 @@ class PruningInMemorySaver(InMemorySaver):
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         super().put_writes(config, writes, task_id, task_path)
-        configurable = config["configurable"]
-        note_writes(
-            self,
-            str(configurable["thread_id"]),
-            configurable.get("checkpoint_ns", ""),
-            configurable["checkpoint_id"],
-            writes,
-            task_id,
-            task_path,
-        )
+        note_writes(self, *_where(config), writes, task_id, task_path)  # type: ignore[arg-type]
 
     async def aget_delta_channel_history(
         self, *, config: Any, channels: Sequence[str]
@@ -190,10 +186,7 @@ class _NotesWhatItStores:
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         config, metadata = settle(self, config, metadata)
-        configurable = config["configurable"]
-        thread_id = str(configurable["thread_id"])
-        namespace = configurable.get("checkpoint_ns", "")
-        parent = configurable.get("checkpoint_id")
+        thread_id, namespace, parent = _where(config)
         note_stamp(self, thread_id, namespace, checkpoint["id"], metadata)
         note_checkpoint(self, thread_id, namespace, checkpoint["id"], parent, metadata)
         try:
@@ -206,18 +199,9 @@ class _NotesWhatItStores:
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         await super().aput_writes(config, writes, task_id, task_path)  # type: ignore[misc]
-        configurable = config["configurable"]
         # (an SQLite file from before task paths stores none, and a read sorts by "")
         stored_path = task_path if getattr(self, "_has_task_path", True) else ""
-        note_writes(
-            self,
-            str(configurable["thread_id"]),
-            configurable.get("checkpoint_ns", ""),
-            configurable["checkpoint_id"],
-            writes,
-            task_id,
-            stored_path,
-        )
+        note_writes(self, *_where(config), writes, task_id, stored_path)  # type: ignore[arg-type]
 
 
 class PruningSqliteSaver(_NotesWhatItStores, AsyncSqliteSaver):
@@ -273,13 +257,11 @@ async def delta_histories(
     (its ``delta_history``, remembered as the run start's it is), ``messages``' from what this
     process remembers (:func:`remembered_messages`), any other channel's by the saver's own
     read (``stock``), which also answers a config naming no checkpoint."""
-    configurable = config["configurable"]
-    checkpoint_id = configurable.get("checkpoint_id")
+    thread_id, namespace, checkpoint_id = _where(config)
     if not checkpoint_id or not (TOOL_STATE in channels or MESSAGES in channels):
         return await stock(config=config, channels=channels)
     rest = [channel for channel in channels if channel not in (TOOL_STATE, MESSAGES)]
     found = dict(await stock(config=config, channels=rest)) if rest else {}
-    thread_id, namespace = str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
     if TOOL_STATE in channels:
         found[TOOL_STATE] = await backend.delta_history(
             thread_id, namespace, checkpoint_id, remember=True
@@ -297,9 +279,7 @@ async def remembered_messages(
     (:func:`~mcp_state_versions.backends.known.caught_up`), or else read by the saver's own
     walk (``stock``) and remembered. A running service thus reads a thread's messages from
     storage once a snapshot cycle, not at every run start."""
-    configurable = config["configurable"]
-    thread_id, namespace = str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
-    checkpoint_id = configurable["checkpoint_id"]
+    thread_id, namespace, checkpoint_id = _where(config)
     known = caught_up(saver, thread_id, namespace, checkpoint_id, channel=MESSAGES)
     if known is not None:
         return known.copied()

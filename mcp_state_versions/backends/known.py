@@ -36,8 +36,9 @@ from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import writes_sort_key
 
+from ..messages import MESSAGES
+
 TOOL_STATE = "tool_state"
-MESSAGES = "messages"
 CHANNELS = (TOOL_STATE, MESSAGES)
 """The delta channels whose histories are remembered: each is kept per thread namespace on
 its own, as each has its own snapshots."""
