@@ -91,6 +91,10 @@ __all__ = ["CheckpointHistory", "history_for_run"]
 _RUN_CHECKPOINTER = "__pregel_checkpointer"
 """Where LangGraph puts the checkpointer of a run into each task's ``configurable``: whichever
 saver compiled, copied in (``graph.copy``) or attached (the Agent Server) is the one here."""
+_RUN_DURABILITY = "__pregel_durability"
+"""A task config's durability mode (absent: ``"async"``). The checkpoint a run named to
+continue (a fork, time travel) is in the task config's ``metadata``, where LangGraph copies
+the run's configurable for tracing."""
 
 
 def _hint(link: LinkRow) -> int | None:
@@ -385,6 +389,12 @@ class CheckpointHistory:
         self.sync = sync
         #: Where the branch read ends: ``None`` for the thread's head, else a checkpoint id.
         self.checkpoint_id = checkpoint_id
+        #: Whether ``checkpoint_id`` is stored while a run reads (``False`` under
+        #: ``durability="exit"``, which stores nothing until the run ends: never waited for).
+        self.start_stored = True
+        #: The stored checkpoint a run continues, when it named one (a fork or time travel):
+        #: where its branch ends while its own checkpoint is not stored.
+        self.continues: str | None = None
         self.backend: Backend = backend_for(saver, sync=sync)
         self._last_chain: tuple[str, _Chain] | None = None
 
@@ -522,12 +532,14 @@ class CheckpointHistory:
         step's checkpoint in the background while the step runs (``durability="async"``, the
         default), which takes about a millisecond. The lineage is read again a few times,
         for about a second in all, until it holds the checkpoint. A run that saves only at
-        its exit (``durability="exit"``) never stores it during the run; its branch is then
-        taken to end at the newest checkpoint stored before it, which is the one the run
-        began from unless another run on the thread saved one meanwhile.
+        its exit (``durability="exit"``) never stores it during the run, so it is not waited
+        for: its branch ends at the stored checkpoint the run continues (:attr:`continues`)
+        when the run named one, else at the newest checkpoint stored before it, which is the
+        thread's head when the run began unless another run on the thread saved one meanwhile.
         """
         start = self.checkpoint_id
-        for pause in (*_START_PAUSES, None):
+        pauses = _START_PAUSES if self.start_stored else ()
+        for pause in (*pauses, None):
             with reading(thread_id):
                 links = await self.backend.lineage(thread_id, self.namespace)
             if links is None:
@@ -538,7 +550,12 @@ class CheckpointHistory:
                 break
             await self._pause(pause)
         if not chain and start is not None:  # not stored during the run (durability="exit")
-            if links is None:
+            if self.continues is not None:
+                if links is None:
+                    chain = await self._walk_links(thread_id, self.continues)
+                else:
+                    chain = _chain_of(links, self.continues)
+            elif links is None:
                 whole = await self._walk_links(thread_id, None)
                 chain = [link for link in whole if link[ID] < start]
             else:
@@ -658,12 +675,16 @@ def history_for_run(
     saver = configurable.get(_RUN_CHECKPOINTER)
     if not isinstance(saver, BaseCheckpointSaver):
         return None
-    return _RunHistory(
+    history = _RunHistory(
         saver,
         str(configurable.get("checkpoint_ns") or ""),
         configurable.get("checkpoint_map") or {},
         sync=sync,
     )
+    history.start_stored = configurable.get(_RUN_DURABILITY) != "exit"
+    continues = ((config or {}).get("metadata") or {}).get("checkpoint_id")
+    history.continues = continues if isinstance(continues, str) and continues else None
+    return history
 
 
 class _RunHistory(CheckpointHistory):
@@ -694,6 +715,7 @@ class _RunHistory(CheckpointHistory):
             ):
                 self.namespace = self._candidate
                 self.checkpoint_id = self._candidate_start
+                self.continues = None  # the run named a checkpoint of the root's, not this one
         return await super()._chain(thread_id)
 
     async def _root_keeps_tool_state(self, thread_id: str) -> bool:

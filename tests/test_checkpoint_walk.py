@@ -495,3 +495,56 @@ async def test_postgres_looks_up_writes_planned_for_the_checkpoints_asked(thread
     assert as_prepared(_lineage_sql()) in prepared  # statements are prepared on this connection
     for planned_each_time in (_WRITES_SQL, *_DELETES):
         assert as_prepared(planned_each_time) not in prepared
+
+
+def _asking(messages: Any) -> Any:
+    """'find <place>' as :func:`respond`; 'ask <turn>' calls inspect_state for BBOX at that
+    turn; a tool result ends the turn with its text."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from mcp_state_versions.scripted import call
+
+    from .helpers import respond
+
+    last = messages[-1]
+    if isinstance(last, HumanMessage) and str(last.content).startswith("ask "):
+        turn = int(str(last.content)[4:])
+        return AIMessage("", tool_calls=[call("inspect_state", f"c{len(messages)}", key=BBOX, turn=turn)])
+    if isinstance(last, ToolMessage) and last.name == "inspect_state":
+        return AIMessage(str(last.content))
+    return respond(messages)
+
+
+@pytest.mark.parametrize("durability", ["exit", "async", "sync"])
+async def test_a_run_continuing_an_older_branch_reads_that_branch_in_every_durability_mode(
+    saver: Any, thread_id: str, durability: str
+) -> None:
+    """Main runs turns 1-3 (Copenhagen, Aarhus, Oslo); a fork from the end of turn 1 finds
+    Oslo and is the thread's newest checkpoint. A run continuing main's head asks for turn 2:
+    the answer is main's Aarhus in every durability mode, never the fork's value. An exit-mode
+    run stores no checkpoint while it runs, so its reads must not wait for one either."""
+    import asyncio
+
+    from mcp_state_versions.agent import build_agent
+    from mcp_state_versions.demo import get_aoi
+    from mcp_state_versions.scripted import ScriptedChatModel
+
+    from .helpers import end_of_turn_checkpoint
+
+    agent = build_agent(
+        ScriptedChatModel(respond=_asking), [get_aoi], checkpointer=saver, ring_size=0
+    )
+    for place in ["Copenhagen", "Aarhus", "Oslo"]:
+        await run_turn(agent, thread_id, f"find {place}")
+    main_head = await end_of_turn_checkpoint(agent, thread_id, 3)
+    await fork_at(agent, thread_id, 1, "find Oslo")
+    started = asyncio.get_running_loop().time()
+    final = await agent.ainvoke(
+        {"messages": [{"role": "user", "content": "ask 2"}]},
+        {"configurable": {"thread_id": thread_id, "checkpoint_id": main_head}},
+        durability=durability,
+    )
+    took = asyncio.get_running_loop().time() - started
+    answer = str(final["messages"][-1].content)
+    assert str(AAR) in answer and str(OSLO) not in answer, answer
+    assert took < 0.9, took  # a second's wait for a checkpoint never stored is a defect
