@@ -259,7 +259,7 @@ def make_merge_tool_state(
             previous = before
             if previous is not None and not is_entry(previous):
                 previous = _adopt(previous, _placement(books, None))
-            if whole and is_entry(raw):
+            if whole and is_entry(raw) and not _edited_in_place(raw, previous):
                 entry = _whole_entry(key, raw, previous)
             else:
                 vouched, built = (None, False) if replayed else _VOUCHED.take(raw)
@@ -542,6 +542,59 @@ def _whole_entry(key: str, raw: Mapping[str, Any], previous: Any) -> Any:
     if is_entry(previous) and raw["seq"] <= previous["seq"]:
         return previous
     return dict(raw)
+
+
+def overwritten(
+    before: Any,
+    replacement: Any,
+    fold: Callable[[Any, list[Any]], dict[str, Any]],
+) -> dict[str, Any]:
+    """``tool_state`` after an ``Overwrite(replacement)`` of ``before``, merged by ``fold``
+    (the channel's batched reducer).
+
+    An operator who rebuilds ``tool_state`` from what readers see (after a summarization, to
+    drop keys) sends the keys to keep, as entries or as plain values, and cannot send the turn
+    clock, which is the library's own record. Taken as it is, that Overwrite would restart the
+    clock, renumber every later turn and misplace every later read. So the keys it names are
+    kept and the rest dropped, and the clock goes on: a kept key keeps its entry and its ring
+    (a plain value equal to the current one is the same version), a new or changed value is a
+    write in the present turn. A replacement that carries its own clock record (the reducer's
+    own output, a subgraph's or a snapshot's) is taken as it is, as is one over a state that
+    has no clock. Deterministic in its inputs, so a replay of the stored Overwrite agrees.
+    """
+    replacement = _as_state(replacement, "an Overwrite of tool_state")
+    record = before.get(CLOCK_KEY) if isinstance(before, Mapping) else None
+    if _is_whole_state(replacement) or not _is_whole_state({CLOCK_KEY: record}):
+        return dict(replacement)
+    kept: dict[str, Any] = {}
+    update: dict[str, Any] = {}
+    for key, raw in replacement.items():
+        ours = before.get(key)
+        if is_entry(raw) or not is_entry(ours) or ours.get("value", _ABSENT) != raw:
+            update[key] = raw if is_entry(raw) else {"value": raw}
+        if is_entry(ours):
+            kept[key] = ours
+    books = {**record, "bytes": sum(entry["bytes"] for entry in kept.values())}
+    kept[CLOCK_KEY] = books
+    return fold(kept, [{**update, CLOCK_KEY: books}]) if update else kept
+
+
+def _edited_in_place(raw: Mapping[str, Any], previous: Any) -> bool:
+    """Whether a whole state's entry is ours with its ``value`` changed by hand.
+
+    An operator's natural edit is ``get_state``, change a value, ``update_state`` with the
+    whole ``tool_state``: the entry still carries the ``seq`` of the version it was read at,
+    so as a whole entry it would lose to ours (equal ``seq``) and the edit would vanish
+    without a word. Same ``seq``, another value: it is merged as a write of that value
+    instead. Deterministic in the two entries, so a replay of the stored update agrees.
+    """
+    if not is_entry(previous) or raw.get("seq") != previous["seq"]:
+        return False
+    ours, theirs = previous.get("value", _ABSENT), raw.get("value", _ABSENT)
+    return theirs is not _ABSENT and theirs is not ours and theirs != ours
+
+
+_ABSENT = object()
 
 
 def _adopt(value: Any, turn: int) -> StateEntry:

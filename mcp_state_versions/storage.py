@@ -56,6 +56,7 @@ __all__ = [
     "Reducer",
     "ToolStateChannel",
     "batched",
+    "folded",
     "replay",
     "replayed",
     "snapshot",
@@ -374,7 +375,8 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         done, start = REPLAYS.start(fold, seed, writes)
         rest = [write[2] for write in writes[done:]]
         if any(_get_overwrite(value)[0] for value in rest):
-            super().replay_writes(writes)  # an Overwrite resets the base: LangGraph's own rules
+            # an Overwrite: every write from the seed, as the live channel merged them
+            self.value = folded(fold, self.typ() if seed is MISSING else seed, writes)
         else:
             self.value = fold(self.typ() if start is MISSING else start, rest)
             REPLAYS.served += done
@@ -384,6 +386,19 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         # never as one step's (a run start that counted them so took a "catalogue" snapshot
         # every hundred turns or so where the cadence called for one every few hundred).
         self.seen = _totals(self.value) or self.seen
+
+    def update(self, values: Sequence[Any]) -> bool:
+        """LangGraph's rules (one ``Overwrite`` a step at most, and it wins the step), except
+        that an ``Overwrite`` keeps the turn clock (:func:`~mcp_state_versions.state.
+        overwritten`)."""
+        replacing = [value for value in values if _get_overwrite(value)[0]]
+        if len(replacing) != 1:
+            return super().update(values)  # none, or several: LangGraph refuses those
+        from .state import overwritten
+
+        before = self.typ() if self.value is MISSING else self.value
+        self.value = overwritten(before, _get_overwrite(replacing[0])[1], self.reducer)
+        return True
 
     def from_checkpoint(self, checkpoint: Any) -> ToolStateChannel:
         new = super().from_checkpoint(checkpoint)
@@ -420,6 +435,23 @@ def tool_state_channel(
         dict[str, Any],
         ToolStateChannel(batched(reducer), dict, snapshot_frequency=snapshot_frequency),
     ]
+
+
+def folded(fold: Callable[[Any, Sequence[Any]], Any], seed: Any, writes: Sequence[Any]) -> Any:
+    """``seed`` after stored ``writes`` (``(task, channel, value)``, oldest first), each
+    ``Overwrite`` among them applied as the live channel applied it (:meth:`ToolStateChannel.
+    update`), the writes between them merged by ``fold``."""
+    from .state import overwritten
+
+    state, pending = seed, []
+    for _, _, value in writes:
+        replacing, replacement = _get_overwrite(value)
+        if not replacing:
+            pending.append(value)
+            continue
+        state = overwritten(fold(state, pending) if pending else state, replacement, fold)
+        pending = []
+    return fold(state, pending) if pending else state
 
 
 def stored_value(value: Any) -> Any:
@@ -461,4 +493,4 @@ def replay(seed: Any, updates: Iterable[Any], reducer: Reducer | None = None) ->
         return state
     # The bounds the state records, or else the first tick's.
     merge = reducer if reducer is not None else reducer_for(state, updates[0])
-    return replayed(merge)(state, updates)
+    return folded(replayed(merge), state, [(None, None, update) for update in updates])

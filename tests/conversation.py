@@ -9,6 +9,7 @@ the library for every ``(key, turn)`` and compares.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Overwrite, interrupt
 
 from mcp_state_versions import (
     CheckpointHistory,
@@ -249,16 +250,38 @@ class Conversation:
         writes, self.notebook.pending = self.notebook.pending, []
         await self._ended(writes)
 
-    async def edit(self, key: str, value: str) -> None:
-        """An operator's update_state of one key, between turns (as the tools node, or as the
-        last node where the graph has no tools node of its own)."""
-        update = {"tool_state": {PUT + key: {"value": value}}}
+    async def update(self, update: dict[str, Any]) -> None:
+        """An operator's update_state between turns (as the tools node, or as the last node
+        where the graph has no tools node of its own)."""
         as_node = "tools" if "tools" in self.graph.nodes else "close_turn"
         if self.sync:
             self.graph.update_state(self.config, update, as_node=as_node)
         else:
             await self.graph.aupdate_state(self.config, update, as_node=as_node)
+
+    async def edit(self, key: str, value: str) -> None:
+        """An operator's update_state of one key, in the documented form."""
+        await self.update({"tool_state": {PUT + key: {"value": value}}})
         self.notebook.current[PUT + key] = value
+
+    async def edit_in_place(self, key: str, value: str) -> None:
+        """An operator's edit as people write it: the whole ``tool_state`` from get_state,
+        one value changed in it, written back."""
+        tool_state = copy.deepcopy((await self._state()).values["tool_state"])
+        tool_state[PUT + key]["value"] = value
+        await self.update({"tool_state": tool_state})
+        self.notebook.current[PUT + key] = value
+
+    async def overwrite(self, keep: Sequence[str], *, plain: bool = False) -> None:
+        """An operator's ``Overwrite`` of ``tool_state`` with the keys ``keep`` as readers see
+        them (entries without the clock, or with ``plain`` their values alone): the other
+        keys are dropped."""
+        entries = entries_of((await self._state()).values["tool_state"])
+        kept = {PUT + key: entries[PUT + key] for key in keep}
+        if plain:
+            kept = {key: entry["value"] for key, entry in kept.items()}
+        await self.update({"tool_state": Overwrite(copy.deepcopy(kept))})
+        self.notebook.current = {key: self.notebook.current[key] for key in kept}
 
     async def fork(self, turn: int, text: str) -> None:
         """Go back to the end of ``turn`` and continue from there with a new user message."""

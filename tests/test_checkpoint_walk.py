@@ -509,7 +509,9 @@ def _asking(messages: Any) -> Any:
     last = messages[-1]
     if isinstance(last, HumanMessage) and str(last.content).startswith("ask "):
         turn = int(str(last.content)[4:])
-        return AIMessage("", tool_calls=[call("inspect_state", f"c{len(messages)}", key=BBOX, turn=turn)])
+        return AIMessage(
+            "", tool_calls=[call("inspect_state", f"c{len(messages)}", key=BBOX, turn=turn)]
+        )
     if isinstance(last, ToolMessage) and last.name == "inspect_state":
         return AIMessage(str(last.content))
     return respond(messages)

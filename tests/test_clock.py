@@ -101,6 +101,28 @@ async def prune_between(conv: Conversation) -> None:
     await conv.say("put j=after")
 
 
+async def edits_in_place(conv: Conversation) -> None:
+    """The operator's natural edit: get_state, change a value, write the whole back."""
+    await conv.say("put k=a j=b")
+    await conv.say("chat")
+    await conv.edit_in_place("k", "EDIT")
+    await conv.say("put j=c")
+    await conv.edit_in_place("j", "J2")
+    await conv.edit_in_place("k", "EDIT2")
+    await conv.say("chat")
+
+
+async def overwrites(conv: Conversation, *, plain: bool) -> None:
+    """After a summarization, an Overwrite of the keys to keep, as readers see them."""
+    for text in ("put k=v1 j=g1", "put k=v2", "chat", "put k=v4", "put k=v5 j=g5"):
+        await conv.say(text)
+    await conv.overwrite(["k", "j"], plain=plain)
+    await conv.say("put k=v6")
+    await conv.say("chat")
+    await conv.overwrite(["k", "j"], plain=plain)
+    await conv.say("put j=v8")
+
+
 SCENARIOS: dict[str, tuple[Scenario, Callable[..., Any]]] = {
     "trimming": (trimming, lambda s, r: host_graph(s, ring_size=r, compact=trim_to(3))),
     "summarization": (summarization, lambda s, r: host_graph(s, ring_size=r, compact=summarize)),
@@ -115,6 +137,12 @@ SCENARIOS: dict[str, tuple[Scenario, Callable[..., Any]]] = {
     "subgraph": (parallel_calls, subgraph_host),
     "subgraph-edits": (edits, subgraph_host),
     "prune": (prune_between, agent_graph),
+    "edits-in-place": (edits_in_place, agent_graph),
+    "overwrite": (
+        lambda conv: overwrites(conv, plain=False),
+        lambda s, r: host_graph(s, ring_size=r, compact=summarize),
+    ),
+    "overwrite-plain": (lambda conv: overwrites(conv, plain=True), agent_graph),
 }
 
 

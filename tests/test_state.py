@@ -407,3 +407,19 @@ def test_a_text_s_canonical_json_is_the_standard_encoder_s(text: str) -> None:
             canonical(text)
         return
     assert canonical(text) == (hashlib.blake2b(standard, digest_size=12).hexdigest(), len(standard))
+
+
+def test_a_whole_state_with_a_value_edited_in_place_is_a_write_of_it() -> None:
+    """get_state, change a value, update_state with the whole: the edit takes effect as a
+    write (never a silent no-op); untouched entries and a stale hand-back stay as they were."""
+    state = merge_tool_state({}, {CLOCK_KEY: {"turn": 1, "open": True, "message": "m1"}})
+    state = merge_tool_state(state, {"a/t/x": {"value": [1, 2]}, "a/t/y": {"value": "y"}})
+    state = merge_tool_state(state, {CLOCK_KEY: {"turn": 1, "open": False}})
+    edited = copy.deepcopy(state)
+    edited["a/t/x"]["value"] = [1, 3]
+    merged = merge_tool_state(state, edited)
+    assert merged["a/t/x"]["value"] == [1, 3] and merged["a/t/x"]["versions"] == 2
+    assert merged["a/t/x"]["since"] == 2  # set after turn 1 ended
+    assert merged["a/t/y"] == state["a/t/y"]
+    assert merge_tool_state(merged, edited) == merge_tool_state(merged, {})  # stale: kept
+    assert merge_tool_state(merge_tool_state(state, edited), edited) == merged

@@ -841,3 +841,46 @@ def test_an_overwrite_after_a_remembered_replay_follows_langgraph_s_rules() -> N
     assert REPLAYS.served == served  # LangGraph's rules: every write from the seed
     assert "a/b/c" not in again.value
     assert again.value["x/y/z"]["value"] == "reset"
+
+
+def test_an_overwrite_keeps_the_clock_live_and_replayed_alike() -> None:
+    """An Overwrite built from what readers see (no clock record) keeps the clock and the kept
+    keys' entries, drops the rest; the live channel, a replay of its writes and
+    :func:`replay` agree."""
+    from langgraph.types import Overwrite
+
+    from mcp_state_versions.clock import CLOCK_KEY
+    from mcp_state_versions.storage import REPLAYS, ToolStateChannel, replay
+
+    def tick(turn: int, open_: bool) -> dict[str, Any]:
+        return {CLOCK_KEY: {"turn": turn, "open": open_, "message": f"m{turn}"}}
+
+    updates: list[Any] = []
+    for turn in range(1, 6):
+        updates += [tick(turn, True), {"a/b/k": {"value": turn}, "a/b/j": {"value": "j"}}]
+        updates.append(tick(turn, False))
+    live = ToolStateChannel(batched(merge_tool_state), dict)
+    for update in updates:
+        live.update([update])
+    before = live.value
+    visible = {key: entry for key, entry in before.items() if key != CLOCK_KEY}
+    updates.append(Overwrite({"a/b/k": visible["a/b/k"]["value"]}))  # plain, j dropped
+    updates += [tick(6, True), {"a/b/k": {"value": 6}}, tick(6, False)]
+    for update in updates[len(updates) - 4 :]:
+        live.update([update])
+    after = live.value
+    assert after[CLOCK_KEY]["turn"] == 6 and "a/b/j" not in after
+    entry = after["a/b/k"]
+    assert (entry["value"], entry["since"]) == (6, 6)
+    assert [item["value"] for item in entry["ring"]][-1] == 5  # turn 5's value, kept
+    REPLAYS.clear()
+    writes = [(f"t{n}", "tool_state", update) for n, update in enumerate(updates)]
+    replayed_channel = ToolStateChannel(batched(merge_tool_state), dict)
+    replayed_channel.replay_writes(writes)
+    assert replayed_channel.value == after
+    assert replay(None, updates) == after
+    dropped = ToolStateChannel(batched(merge_tool_state), dict)
+    dropped.value = after
+    dropped.update([Overwrite(None)])
+    assert dropped.value[CLOCK_KEY]["turn"] == 6 and len(dropped.value) == 1
+    assert dropped.value[CLOCK_KEY]["bytes"] == 0
