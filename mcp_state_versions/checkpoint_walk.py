@@ -355,8 +355,10 @@ class _Chain:
         # The oldest checkpoint left says where retention begins: a whole chain starts before
         # any turn; a pruned one starts inside the first turn it kept, or just after the turn
         # before it ended. (A parent link to a deleted checkpoint is no signal: some savers
-        # clear it when they prune.)
-        oldest = await self.position(len(self.links) - 1)
+        # clear it when they prune.) By its clock too: a first run started with another
+        # turn's stamp must not make the turns before it look pruned. The oldest link is the
+        # thread's empty start, or a checkpoint retention left a snapshot on: cheap to read.
+        oldest = await self.position(len(self.links) - 1, trust_stamps=False)
         first = max(turn_at(oldest) + past_end(oldest), 1)
         return TurnIndex(total=total, retained=range(first, total + 1))
 

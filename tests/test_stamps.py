@@ -19,7 +19,7 @@ from mcp_state_versions.clock import turn_at
 from mcp_state_versions.demo import GAZETTEER, get_aoi
 from mcp_state_versions.scripted import ScriptedChatModel
 
-from .conftest import open_backend
+from .conftest import BACKENDS, open_backend
 from .helpers import BBOX, agent_on, answers, inside_a_parent, plain
 
 SQL_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -184,3 +184,28 @@ def test_settling_by_the_parent_s_stamp_and_step() -> None:
     assert settled("c1", "input", 8) is None  # gave way to newer ones
     plain = {"configurable": {"thread_id": "t"}, "metadata": {KEY: 5}}
     assert settle(saver, plain, {"source": "loop"}) == (plain, {"source": "loop", KEY: 5})
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_stamps_that_lie_change_no_answer(kind: str, tmp_path: Any) -> None:
+    """A stamp is the caller's word. A first run started with another turn's stamp (the public
+    ``turn_config(thread, 4)``), and later runs stamped with turns far off, change neither the
+    count of turns, nor what is retained, nor any answer."""
+    from mcp_state_versions import turn_config
+
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = agent_on(saver, ring_size=0)
+        thread_id = f"stamps-{uuid4().hex}"
+        lies = [4, None, None, 9, 1, None]  # None: run_turn, which stamps from the clock
+        for turn, lie in enumerate(lies):
+            text = f"find {PLACES[turn % 3]}"
+            if lie is None:
+                await run_turn(agent, thread_id, text)
+            else:
+                await agent.ainvoke({"messages": [("user", text)]}, turn_config(thread_id, lie))
+        history = CheckpointHistory(saver)
+        index = await history.turns(thread_id)
+        assert (index.total, index.retained) == (6, range(1, 7))
+        assert [plain(a) for a in await answers(agent, thread_id, history)] == [
+            ("Found", GAZETTEER[PLACES[turn % 3].lower()]["bbox"]) for turn in range(6)
+        ]

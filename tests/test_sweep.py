@@ -75,16 +75,18 @@ def test_a_checkpoint_id_tells_when_it_was_made() -> None:
 async def test_idle_threads_go_whole_and_the_others_keep_their_last_turns(
     kind: str, tmp_path: Path
 ) -> None:
+    # The sweeps' clock is the test's: one second after the idle threads were written, so
+    # they are idle and the live ones (written after) are not, however slow the machine.
     async with fresh_saver(kind, tmp_path) as (saver, _):
         for thread in ("idle-a", "idle-b"):
             await _turns(saver, thread, 2)
-        await asyncio.sleep(1.5)
+        now = time.time() + 1.0
         for thread in ("live-a", "live-b", "live-c"):
             await _turns(saver, thread, 4)
-        dry = await sweep(saver, keep_turns=2, idle_for=1.0, dry_run=True)
+        dry = await sweep(saver, keep_turns=2, idle_for=1.0, dry_run=True, now=lambda: now)
         history = CheckpointHistory(saver)
         assert await history.present("idle-a") is not None  # a dry run removed nothing
-        done = await sweep(saver, keep_turns=2, idle_for=1.0)
+        done = await sweep(saver, keep_turns=2, idle_for=1.0, now=lambda: now)
         assert (done.threads_seen, done.threads_deleted, done.threads_pruned) == (5, 2, 3)
         assert done.deleted == ("idle-a", "idle-b")
         for figure in ("threads_deleted", "threads_pruned", "checkpoints_removed"):
@@ -97,7 +99,7 @@ async def test_idle_threads_go_whole_and_the_others_keep_their_last_turns(
             snapshot = await history.tool_state_at(thread, 4)
             assert snapshot.tool_state is not None
             assert snapshot.tool_state[BBOX]["value"] == GAZETTEER[place_of(4).lower()]["bbox"]
-        again = await sweep(saver, keep_turns=2, idle_for=1.0)
+        again = await sweep(saver, keep_turns=2, idle_for=1.0, now=lambda: now)
         assert again.checkpoints_removed == 0 and again.threads_deleted == 0
 
 
@@ -136,18 +138,25 @@ async def test_a_dry_run_leaves_the_sqlite_file_byte_for_byte(tmp_path: Path) ->
 async def test_sweeps_beside_a_writer_keep_what_the_policy_keeps(kind: str, tmp_path: Path) -> None:
     """A writer in another process runs turns on one thread while this one sweeps over and
     over with a short idle time: the thread is active, so it is never deleted, and every turn
-    the policy keeps reads right."""
+    the policy keeps reads right.
+
+    The sweeps' clock is the test's, stopped a second after the thread's first turn, so the
+    thread is active however long the writer takes to start on a busy machine; the same
+    policy an hour later would delete it (a dry run shows), so the idle check is live."""
     async with fresh_saver(kind, tmp_path) as (saver, where):
         thread = "written-meanwhile"
         await _turns(saver, thread, 1)
+        stopped = time.time() + 1.0
         command = [sys.executable, "-m", "tests.workers", "write", where, thread, "15"]
         writer = subprocess.Popen(command)
         sweeps = 0
         while writer.poll() is None:
-            report = await sweep(saver, keep_turns=3, idle_for=3.0)
+            report = await sweep(saver, keep_turns=3, idle_for=3.0, now=lambda: stopped)
             assert report.threads_deleted == 0
             sweeps += 1
         assert writer.returncode == 0 and sweeps > 1
+        later = await sweep(saver, idle_for=3.0, dry_run=True, now=lambda: time.time() + 3600)
+        assert later.threads_deleted == 1
         await sweep(saver, keep_turns=3)
         history = CheckpointHistory(saver)
         index = await history.turns(thread)
