@@ -7,6 +7,7 @@ the checkpointer's history along the thread's current branch.
 """
 
 from .agent import SESSION_STATE_PROMPT, build_agent, run_turn, turn_config, with_session_state
+from .backends.resumes import ConcurrentResume
 from .checkpoint_walk import CheckpointHistory, history_for_run
 from .checkpointers import open_checkpointer
 from .clock import (
@@ -73,6 +74,7 @@ __all__ = [
     "CLOCK_KEY",
     "SESSION_STATE_PROMPT",
     "CheckpointHistory",
+    "ConcurrentResume",
     "DamagedState",
     "Found",
     "HistoryError",

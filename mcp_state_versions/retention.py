@@ -43,6 +43,7 @@ from .backends.known import (
     remember_history,
 )
 from .backends.memory import MemoryBackend, delete_checkpoints, forget
+from .backends.resumes import check_resume, check_resume_sync, note_start
 from .backends.sqlite import SqliteBackend
 from .backends.stamps import note_stamp, settle
 from .clock import turn_at
@@ -120,10 +121,16 @@ class PruningInMemorySaver(InMemorySaver):
         note_checkpoint(self, thread_id, namespace, checkpoint["id"], parent, metadata)
         return super().put(config, checkpoint, metadata, new_versions)
 
+    def get_tuple(self, config: Any) -> Any:
+        found = super().get_tuple(config)
+        note_start(self, found)  # a resume reads the paused checkpoint through here
+        return found
+
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         super().put_writes(config, writes, task_id, task_path)
+        check_resume_sync(self, config, writes, task_id)
         note_writes(self, *_where(config), writes, task_id, task_path)  # type: ignore[arg-type]
 
     async def aget_delta_channel_history(
@@ -173,6 +180,7 @@ class _NotesWhatItStores:
 
     async def aget_tuple(self, config: Any) -> Any:
         found = await super().aget_tuple(config)  # type: ignore[misc]
+        note_start(self, found)  # a resume reads the paused checkpoint through here
         if found is not None:  # what a run continues: its stamp settles the run's
             configurable = found.config["configurable"]
             note_stamp(
@@ -199,6 +207,7 @@ class _NotesWhatItStores:
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         await super().aput_writes(config, writes, task_id, task_path)  # type: ignore[misc]
+        await check_resume(self, config, writes, task_id)
         # (an SQLite file from before task paths stores none, and a read sorts by "")
         stored_path = task_path if getattr(self, "_has_task_path", True) else ""
         note_writes(self, *_where(config), writes, task_id, stored_path)  # type: ignore[arg-type]

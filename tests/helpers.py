@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.prebuilt import ToolRuntime
+from langgraph.types import Command, interrupt
 
 from mcp_state_versions.agent import build_agent, run_turn
 from mcp_state_versions.demo import get_aoi
 from mcp_state_versions.history import TurnAnswer
+from mcp_state_versions.publish import publish
 from mcp_state_versions.resolve import resolve_turn
 from mcp_state_versions.scripted import ScriptedChatModel, call
 from mcp_state_versions.state import count_turns
@@ -134,3 +141,39 @@ def inside_a_parent(agent: Any, saver: Any) -> Any:
     parent.add_edge(START, "agent")
     parent.add_edge("agent", END)
     return parent.compile(checkpointer=saver)
+
+
+ASKED = "ts/ask/k"
+"""The key :func:`asking_agent`'s tool publishes the person's answer under."""
+
+
+def asking_agent(saver: Any, barrier: str | None = None, *, parties: int = 2) -> Any:
+    """An agent whose one tool asks a person for a value (an interrupt) and publishes the
+    answer under :data:`ASKED`. With ``barrier`` (a directory), the tool, once answered,
+    waits until ``parties`` runs have been answered (each leaves a file there): every run
+    resuming the interrupt has then loaded the paused checkpoint, and none has stored yet."""
+
+    @tool
+    def ask(runtime: ToolRuntime) -> Command:
+        """Ask a person for the value of k."""
+        answer = interrupt("the value of k?")
+        if barrier is not None:
+            Path(barrier, uuid4().hex).touch()
+            deadline = time.monotonic() + 120  # a guard against a hang, not a timing
+            while len(list(Path(barrier).iterdir())) < parties:
+                assert time.monotonic() < deadline, "the other run never resumed"
+                time.sleep(0.005)
+        return publish(runtime, "ts", "ask", {"k": answer})
+
+    def respond(messages: Sequence[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage):
+            return AIMessage("done")
+        return AIMessage("", tool_calls=[call("ask", f"ask-{len(messages)}")])
+
+    return build_agent(ScriptedChatModel(respond=respond), [ask], checkpointer=saver)
+
+
+async def resume_answer(agent: Any, thread_id: str, answer: str, **options: Any) -> Any:
+    """Resume the thread's pending interrupt with ``answer``; the run's final state."""
+    config = {"configurable": {"thread_id": thread_id}}
+    return await agent.ainvoke(Command(resume=answer), config, **options)

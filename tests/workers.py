@@ -1,8 +1,11 @@
-"""Processes for the concurrency tests: a writer running turns and a pruner pruning beside it.
+"""Processes for the concurrency tests: a writer running turns, a pruner pruning beside it, and
+a run resuming an interrupt.
 
-Run as ``python -m tests.workers write|prune <where> <thread_id> <count>``, where ``<where>`` is
-a SQLite file or a PostgreSQL DSN. Separate processes, because that is how a deployment runs
-a sweeper beside its agents, and because two processes share no lock a test could lean on.
+Run as ``python -m tests.workers write|prune <where> <thread_id> <count>``, or ``python -m
+tests.workers resume <where> <thread_id> <answer> <barrier directory> <durability>``, where
+``<where>`` is a SQLite file or a PostgreSQL DSN. Separate processes, because that is how a
+deployment runs a sweeper beside its agents, and because two processes share no lock a test
+could lean on.
 """
 
 from __future__ import annotations
@@ -51,6 +54,28 @@ async def prune(where: str, thread_id: str, count: int) -> None:
             await prune_thread(saver, thread_id, drop_abandoned=True)
 
 
+async def resume(where: str, thread_id: str, answer: str, barrier: str, durability: str) -> None:
+    """Resume the thread's interrupt with ``answer``; the asking tool waits, once answered,
+    until every resuming process has loaded the paused checkpoint (``barrier``), so the runs
+    overlap. Prints ``stored <value>`` or ``refused <error>``."""
+    from mcp_state_versions import ConcurrentResume, entries_of
+
+    from .helpers import ASKED, asking_agent, resume_answer
+
+    async with opened(where) as saver:
+        try:
+            state = await resume_answer(
+                asking_agent(saver, barrier), thread_id, answer, durability=durability
+            )
+        except ConcurrentResume as refused:
+            print(f"refused {refused}", flush=True)
+        else:
+            print(f"stored {entries_of(state['tool_state'])[ASKED]['value']}", flush=True)
+
+
 if __name__ == "__main__":
-    command, where, thread, count = sys.argv[1:5]
-    asyncio.run({"write": write, "prune": prune}[command](where, thread, int(count)))
+    command, where, thread, argument = sys.argv[1:5]
+    if command == "resume":
+        asyncio.run(resume(where, thread, argument, *sys.argv[5:7]))
+    else:
+        asyncio.run({"write": write, "prune": prune}[command](where, thread, int(argument)))

@@ -390,6 +390,13 @@ class Backend:
             "mcp_state_versions.checkpointers)"
         )
 
+    async def delete_writes(
+        self, thread_id: str, namespace: str, checkpoint_id: str, task_ids: Sequence[str]
+    ) -> None:
+        """Delete the writes ``task_ids`` stored on one checkpoint (a run's own, taken back
+        when it is refused: :mod:`mcp_state_versions.backends.resumes`)."""
+        raise TypeError(f"cannot delete single writes from {type(self.saver).__name__}")
+
     async def _tuple(self, thread_id: str, namespace: str, checkpoint_id: str | None) -> Any:
         configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": namespace}
         if checkpoint_id is not None:

@@ -263,6 +263,23 @@ class MemoryBackend(Backend):
         await super().delete_thread(thread_id)
         forget(self.saver, thread_id)
 
+    async def delete_writes(
+        self, thread_id: str, namespace: str, checkpoint_id: str, task_ids: Sequence[str]
+    ) -> None:
+        delete_writes(self.saver, thread_id, namespace, checkpoint_id, task_ids)
+
+
+def delete_writes(
+    saver: Any, thread_id: str, namespace: str, checkpoint_id: str, task_ids: Iterable[str]
+) -> None:
+    """Remove the writes of ``task_ids`` from one checkpoint."""
+    stored = saver.writes.get((thread_id, namespace, checkpoint_id))
+    if stored:
+        doomed = set(task_ids)
+        for inner in [inner for inner in stored if inner[0] in doomed]:
+            del stored[inner]
+    forget_histories(saver, thread_id)
+
 
 def delete_checkpoints(
     saver: Any, thread_id: str, namespace: str, checkpoint_ids: Iterable[str]

@@ -131,6 +131,10 @@ _DELETES = (
     "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
     "AND checkpoint_id = ANY(%s)",
 )
+_DELETE_TASK_WRITES = (
+    "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
+    "AND checkpoint_id = %s AND task_id = ANY(%s)"
+)
 _DELETE_UNUSED_BLOBS = (
     "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND b.checkpoint_ns = %s "
     "AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id "
@@ -323,6 +327,18 @@ class PostgresBackend(SqlBackend):
             for sql in _DELETES:
                 await _run(cursor, sql, (thread_id, namespace, ids), self.native_sync)
             await _run(cursor, _DELETE_UNUSED_BLOBS, (thread_id, namespace), self.native_sync)
+
+    async def delete_writes(
+        self, thread_id: str, namespace: str, checkpoint_id: str, task_ids: Sequence[str]
+    ) -> None:
+        forget_histories(self.saver, thread_id)
+        async with self._cursor() as cursor:
+            await _run(
+                cursor,
+                _DELETE_TASK_WRITES,
+                (thread_id, namespace, checkpoint_id, list(task_ids)),
+                self.native_sync,
+            )
 
 
 async def _run(

@@ -390,6 +390,21 @@ class SqliteBackend(SqlBackend):
             ]
         )
 
+    async def delete_writes(
+        self, thread_id: str, namespace: str, checkpoint_id: str, task_ids: Sequence[str]
+    ) -> None:
+        forget_histories(self.saver, thread_id)
+        marks = ",".join("?" * len(task_ids))
+        await self._write(
+            [
+                (
+                    "DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
+                    f"AND checkpoint_id = ? AND task_id IN ({marks})",
+                    (thread_id, namespace, checkpoint_id, *task_ids),
+                )
+            ]
+        )
+
     async def stored_bytes(
         self, thread_id: str, namespace: str | None, checkpoint_ids: Sequence[str] | None
     ) -> int:

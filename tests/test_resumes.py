@@ -1,0 +1,143 @@
+"""One interrupt resumed by two runs at once (``mcp_state_versions.backends.resumes``): a run
+whose result was not stored is refused with ``ConcurrentResume`` (under ``durability="exit"``,
+where a run's writes cross the other's, both may be), and never stores a branch that would read
+the other run's answer; equal answers both go on. Two processes on SQLite and
+PostgreSQL, two runs in one process on memory, in each durability mode."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from mcp_state_versions import CheckpointHistory, ConcurrentResume, PruningInMemorySaver, entries_of
+
+from .conftest import BACKENDS, PG_DSN, open_backend
+from .conversation import PUT, agent_graph
+from .helpers import ASKED, asking_agent, resume_answer
+
+DURABILITIES = ["async", "sync", "exit"]
+
+
+async def _branch_values(saver: Any, thread_id: str) -> list[Any]:
+    """What each run's last checkpoint reads back, from a reader that never ran the thread:
+    one value per branch ended after the pause."""
+    agent = asking_agent(saver)
+    config = {"configurable": {"thread_id": thread_id}}
+    values = []
+    async for snapshot in agent.aget_state_history(config):
+        if not snapshot.next and snapshot.metadata.get("step", 0) > 1:
+            entry = entries_of(snapshot.values.get("tool_state")).get(ASKED)
+            values.append(entry and entry["value"])
+    return values
+
+
+def _resume_in_processes(
+    where: str, thread_id: str, answers: list[str], barrier: Path, durability: str
+) -> list[str]:
+    command = [sys.executable, "-m", "tests.workers", "resume", where, thread_id]
+    workers = [
+        subprocess.Popen(
+            [*command, answer, str(barrier), durability], stdout=subprocess.PIPE, text=True
+        )
+        for answer in answers
+    ]
+    outputs = [worker.communicate(timeout=300)[0].strip() for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers), outputs
+    return outputs
+
+
+@pytest.mark.parametrize(
+    ("answers", "durability"),
+    [(["X", "Y"], "async"), (["X", "Y"], "sync"), (["X", "Y"], "exit"), (["X", "X"], "async")],
+    ids=["differ-async", "differ-sync", "differ-exit", "equal"],
+)
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_two_processes_resuming_one_interrupt(
+    kind: str, answers: list[str], durability: str, tmp_path: Path
+) -> None:
+    thread_id = f"resume-{uuid4().hex}"
+    where = str(tmp_path / "t.sqlite") if kind == "sqlite" else PG_DSN
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = asking_agent(saver)
+        config = {"configurable": {"thread_id": thread_id}}
+        await agent.ainvoke({"messages": [HumanMessage("ask me")]}, config)
+        assert (await agent.aget_state(config)).next == ("tools",)  # paused
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    outputs = _resume_in_processes(where, thread_id, answers, barrier, durability)
+    stored = [output.removeprefix("stored ") for output in outputs if output.startswith("stored ")]
+    refused = [output for output in outputs if output.startswith("refused ")]
+    if answers[0] == answers[1]:
+        assert stored == answers and not refused
+    else:  # one is refused; both may be (their writes crossed), never neither
+        assert len(stored) <= 1 and len(refused) == 2 - len(stored), outputs
+        assert thread_id in refused[0] and "another run continued" in refused[0]
+    async with await open_backend(kind, tmp_path) as reader:
+        assert sorted(await _branch_values(reader, thread_id)) == sorted(stored)
+        present = await CheckpointHistory(reader).present(thread_id)
+        assert present is not None
+        head = present.tool_state.get(ASKED)
+        assert (head and head["value"]) == (stored[-1] if stored else None)
+
+
+@pytest.mark.parametrize("durability", DURABILITIES)
+async def test_two_runs_in_one_process_resuming_one_interrupt(durability: str) -> None:
+    """On the in-memory saver, two runs of one process at once, in each durability mode."""
+    saver = PruningInMemorySaver()
+    thread_id = f"resume-{uuid4().hex}"
+    agent = asking_agent(saver)
+    config = {"configurable": {"thread_id": thread_id}}
+    await agent.ainvoke({"messages": [HumanMessage("ask me")]}, config)
+    results = await asyncio.gather(
+        resume_answer(agent, thread_id, "X", durability=durability),
+        resume_answer(agent, thread_id, "Y", durability=durability),
+        return_exceptions=True,
+    )
+    refused = [result for result in results if isinstance(result, ConcurrentResume)]
+    stored = [entries_of(r["tool_state"])[ASKED]["value"] for r in results if isinstance(r, dict)]
+    assert len(stored) <= 1 and len(refused) == 2 - len(stored), results
+    assert await _branch_values(saver, thread_id) == stored
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_two_exit_mode_runs_continuing_one_checkpoint(kind: str, tmp_path: Path) -> None:
+    """Under ``durability="exit"`` a run stores its writes on the checkpoint it continues, at
+    its end. Two runs continuing one head at once (two savers: two processes' connections)
+    must never leave a branch that reads the other's turn: a run either keeps its own
+    branch, or is refused and leaves nothing behind."""
+    thread_id = f"exit-{uuid4().hex}"
+    config = {"configurable": {"thread_id": thread_id}}
+    async with (
+        await open_backend(kind, tmp_path) as here,
+        await open_backend(kind, tmp_path) as there,
+    ):
+        savers = (here, here) if kind == "memory" else (here, there)
+        ours, theirs = (agent_graph(saver, 8) for saver in savers)
+        await ours.ainvoke({"messages": [HumanMessage("put k=0")]}, config)
+        results = await asyncio.gather(
+            ours.ainvoke({"messages": [HumanMessage("put k=A")]}, config, durability="exit"),
+            theirs.ainvoke({"messages": [HumanMessage("put k=B")]}, config, durability="exit"),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, dict | ConcurrentResume) for r in results), results
+        kept = {
+            entries_of(r["tool_state"])[PUT + "k"]["value"] for r in results if isinstance(r, dict)
+        }
+        async with await open_backend(kind, tmp_path) as reader:
+            graph = agent_graph(here if kind == "memory" else reader, 8)
+            ends = []
+            async for snapshot in graph.aget_state_history(config):
+                if not snapshot.next:
+                    humans = [m.content for m in snapshot.values["messages"] if m.type == "human"]
+                    value = entries_of(snapshot.values["tool_state"])[PUT + "k"]["value"]
+                    ends.append((value, humans))
+        assert sorted(ends) == sorted(
+            [("0", ["put k=0"])] + [(v, ["put k=0", f"put k={v}"]) for v in kept]
+        )
