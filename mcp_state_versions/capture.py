@@ -117,15 +117,28 @@ class Capture:
         assert request.tool is not None
         toolset = self.toolset if isinstance(self.toolset, str) else self.toolset(request.tool)
         name = _key_part(request.tool.name)
-        published = publication_of(
-            toolset, name, fields, request.runtime, secret_names=self.secret_names
-        )
+        try:
+            published = publication_of(
+                toolset, name, fields, request.runtime, secret_names=self.secret_names
+            )
+        except TypeError as refused:  # a value with no JSON form, or too deep to store
+            return _not_captured(_restored(result), refused)
         text = inlined(published.text, published.fields, self.inline_limit)
         before, after = _around(result)
         message = ToolMessage(
             f"{before}{text}{after}", tool_call_id=result.tool_call_id, name=result.name
         )
         return Command(update=published.update(message))
+
+
+def _not_captured(message: ToolMessage, refused: TypeError) -> ToolMessage:
+    """The tool's own message, after a line saying why nothing of it was stored: capture
+    must never fail the run over what a tool returned."""
+    content = message.content
+    note = f"[state not updated: {refused}]"
+    if isinstance(content, str):
+        return message.model_copy(update={"content": f"{note} {content}"})
+    return message.model_copy(update={"content": [{"type": "text", "text": note}, *content]})
 
 
 def inlined(breadcrumb: str, fields: Mapping[str, Any], limit: int) -> str:
@@ -220,7 +233,8 @@ def _keeping_output(tool: StructuredTool) -> StructuredTool:
         if tool.response_format == "content_and_artifact":
             content, artifact = output
             return content, {_ARTIFACT: artifact, _OWN: content}
-        return output, {_KEPT: output, _OWN: _as_content(output)}
+        content = _as_content(output)
+        return content, {_KEPT: output, _OWN: content}
 
     func = coroutine = None
     if tool.func is not None:
@@ -252,7 +266,13 @@ def _as_content(output: Any) -> Any:
     try:
         return json.dumps(output, ensure_ascii=False)
     except (TypeError, ValueError):
+        pass
+    except RecursionError:  # nested deeper than Python recurses: nothing can show it
+        return f"({type(output).__name__} nested too deep to show)"
+    try:
         return str(output)
+    except RecursionError:
+        return f"({type(output).__name__} nested too deep to show)"
 
 
 def _structured(artifact: Any) -> dict[str, Any] | None:

@@ -36,9 +36,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ormsgpack
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
+from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .clock import clock_of, current_turn, state_field, turn_of_tool_state
@@ -134,6 +136,9 @@ def _kept(value: Any, path: str, secret: _SecretNames, gone: list[str]) -> Any:
         return out
     if isinstance(value, list | tuple):
         return [_kept(inner, f"{path}[{i}]", secret, gone) for i, inner in enumerate(value)]
+    if isinstance(value, BaseModel) or dataclasses.is_dataclass(value):
+        # a model's fields are fields too: looked at as the JSON they are stored as
+        return _kept(to_jsonable_python(value), path, secret, gone)
     return value
 
 
@@ -187,17 +192,61 @@ def tool_state_writes(
     return writes
 
 
+MAX_DEPTH = 200
+"""The deepest nesting of dicts and lists a published value may have.
+
+A checkpoint stores a value some levels further down (in its entry, in a ring, in a snapshot),
+and the savers' serializer stops at 255 levels: a deeper value would fail the run as its
+checkpoint is stored, long after the tool returned. So it is refused when it is published
+(:class:`ValueTooDeep`), and capture stores nothing of it and says so."""
+
+
+class ValueTooDeep(TypeError):
+    """A value nested more than :data:`MAX_DEPTH` levels deep, which cannot be stored."""
+
+
+_DEPTH_PROBE = 255 - MAX_DEPTH
+"""Lists wrapped around a value so the serializer's own limit (255 levels) stops at
+:data:`MAX_DEPTH` of the value's: it tells the depth in C, as fast as it packs."""
+
+
 def _json_data(toolset: str, tool: str, field: str, value: Any) -> Any:
-    """``value`` as JSON data (see :func:`tool_state_writes`)."""
+    """``value`` as JSON data (see :func:`tool_state_writes`), at most :data:`MAX_DEPTH`
+    levels deep."""
     if type(value) in _SCALARS:  # JSON data already (pydantic returns them as they are)
         return value
+    where = f"field {field!r} of {toolset}/{tool}"
     try:
-        return to_jsonable_python(value)
+        data = to_jsonable_python(value)
     except PydanticSerializationError as error:
         raise TypeError(
-            f"cannot publish field {field!r} of {toolset}/{tool}: {type(value).__name__} has "
+            f"cannot publish {where}: {type(value).__name__} has "
             f"no JSON form ({error}); publish a dict, list, string or number instead"
         ) from None
+    except (ValueError, RecursionError):  # pydantic's own depth limit
+        data = None
+    if data is None or not _shallow(data):
+        raise ValueTooDeep(
+            f"cannot publish {where}: it is nested more than {MAX_DEPTH} levels deep, deeper "
+            "than a checkpoint can store; publish its parts, or flatten it"
+        )
+    return data
+
+
+def _shallow(data: Any) -> bool:
+    """Whether JSON data is nested at most :data:`MAX_DEPTH` levels deep."""
+    if type(data) is not dict and type(data) is not list:
+        return True
+    probe = data
+    for _ in range(_DEPTH_PROBE):
+        probe = [probe]
+    try:
+        ormsgpack.packb(probe)
+    except TypeError as error:
+        if "Recursion limit" in str(error):
+            return False
+        raise
+    return True
 
 
 def publish(
@@ -292,17 +341,18 @@ def publication_of(
     # The loop runs once a field, five hundred times for a large tool, so the usual case (a
     # text field name, a scalar value, a dict entry) is told inline rather than by calls.
     for field, value in fields.items():
-        if secret is not None:
-            if secret[field]:
-                gone.append(field)
-                continue
-            if type(value) not in _SCALARS:
-                value = _kept(value, field, secret, gone)
+        if secret is not None and secret[field]:
+            gone.append(field)
+            continue
         if type(field) is not str or not field or "/" in field:
             _check_part("field", field)
-        kept[field] = value
+        if type(value) not in _SCALARS:
+            # JSON data first, so the secret filter sees inside models and dataclasses
+            value = _json_data(toolset, tool, field, value)
+            if secret is not None:
+                value = _kept(value, field, secret, gone)
+        kept[field] = data = value
         key = prefix + field
-        data = value if type(value) in _SCALARS else _json_data(toolset, tool, field, value)
         entry = present.get(key)
         if entry is not None and (
             data == entry.get("value", _ABSENT) and is_entry(entry)

@@ -245,8 +245,17 @@ async def test_a_secrets_bytes_appear_nowhere_in_storage(
 
     from .conftest import open_backend
 
-    password, key = f"pw-{uuid4().hex}", f"sk-{uuid4().hex}"
-    result = {"user": "ann", "password": password, "config": {"api_key": key, "region": "eu"}}
+    class Profile(BaseModel):
+        name: str
+        password: str
+
+    password, key, inner = f"pw-{uuid4().hex}", f"sk-{uuid4().hex}", f"pm-{uuid4().hex}"
+    result = {
+        "user": "ann",
+        "password": password,
+        "config": {"api_key": key, "region": "eu"},
+        "profile": {"owner": Profile(name="ann", password=inner)},  # a model inside a dict
+    }
 
     @tool
     def login_publishing(runtime: ToolRuntime) -> Any:
@@ -285,7 +294,9 @@ async def test_a_secrets_bytes_appear_nowhere_in_storage(
         assert "[withheld: auth/login/password, auth/login/config.api_key" in reply, reply
         assert state["tool_state"]["auth/login/user"]["value"] == "ann"
         assert state["tool_state"]["auth/login/config"]["value"] == {"region": "eu"}
-        for secret in (password, key):
+        assert state["tool_state"]["auth/login/profile"]["value"] == {"owner": {"name": "ann"}}
+        assert "auth/login/profile.owner.password" in reply
+        for secret in (password, key, inner):
             assert secret not in reply
             if kind == "sqlite":
                 for path in tmp_path.glob("t.sqlite*"):
@@ -415,4 +426,67 @@ def test_one_pass_publication_is_the_three_steps_it_folds(
     assert one_pass.writes == steps.writes
     assert one_pass.text == steps.text
     assert one_pass.identities == steps.identities
-    assert one_pass.fields == kept
+    assert one_pass.fields == to_jsonable_python(kept)  # as stored: JSON data
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    inner = value
+    for _ in range(depth - 1):
+        inner["a"] = {}
+        inner = inner["a"]
+    return value
+
+
+def test_a_value_deeper_than_a_checkpoint_stores_is_refused_when_published() -> None:
+    from mcp_state_versions.publish import MAX_DEPTH, ValueTooDeep
+
+    runtime = runtime_for({"messages": [HumanMessage("a")], "tool_state": {}})
+    publish(runtime, "ts", "t", {"ok": _nested(MAX_DEPTH)})
+    for depth in (MAX_DEPTH + 1, 300, 5000):
+        with pytest.raises(ValueTooDeep, match=f"nested more than {MAX_DEPTH} levels deep"):
+            publish(runtime, "ts", "t", {"deep": _nested(depth)})
+
+
+@pytest.mark.parametrize("depth", [255, 300, 5000])
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_capture_of_a_too_deep_result_stores_nothing_and_the_run_goes_on(
+    kind: str, depth: int, tmp_path: Any
+) -> None:
+    """A tool returning a result nested past what a checkpoint can store: the run ends as
+    usual, nothing of it is stored, and the model is told why; a result at the limit is
+    stored and reads back."""
+    from uuid import uuid4
+
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import tool
+
+    from mcp_state_versions import build_agent
+    from mcp_state_versions.agent import run_turn
+    from mcp_state_versions.publish import MAX_DEPTH
+    from mcp_state_versions.scripted import ScriptedChatModel, call
+
+    from .conftest import open_backend
+
+    @tool
+    def tree(size: int) -> dict:
+        """Return a tree ``size`` levels deep."""
+        return {"tree": _nested(size), "ok": 1}
+
+    script = [
+        AIMessage("", tool_calls=[call("tree", "c1", size=depth)]),
+        AIMessage("noted"),
+        AIMessage("", tool_calls=[call("tree", "c2", size=MAX_DEPTH)]),
+        AIMessage("noted"),
+    ]
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = build_agent(ScriptedChatModel(replies=script), [tree], checkpointer=saver)
+        thread = f"deep-{uuid4().hex[:12]}"
+        state = await run_turn(agent, thread, "grow one")
+        reply = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+        assert str(reply.content).startswith("[state not updated: cannot publish field 'tree'")
+        assert "tools/tree/tree" not in state["tool_state"]
+        state = await run_turn(agent, thread, "grow one at the limit")
+        assert state["tool_state"]["tools/tree/tree"]["value"] == _nested(MAX_DEPTH)
+        reread = await agent.aget_state({"configurable": {"thread_id": thread}})
+        assert reread.values["tool_state"]["tools/tree/tree"]["value"] == _nested(MAX_DEPTH)
