@@ -32,11 +32,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
+from anyascii import anyascii
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
@@ -57,18 +59,38 @@ __all__ = [
     "publication",
     "publication_of",
     "publish",
+    "secret_name_text",
     "state_key",
     "tool_state_writes",
     "withheld",
 ]
 
-SECRET_NAMES = r"password|passwd|secret|token|apikey|authorization|cookie|credential|privatekey"
+SECRET_NAMES = (
+    r"passw|passphrase|pwd|secret|token|bearer|jwt|apikey|accesskey|privatekey|privkey|"
+    r"sshpriv|signingkey|encryptionkey|(?:openai|anthropic|aws|azure|gcp|google|github|gitlab|"
+    r"stripe|slack|hf|huggingface)key|authorization|cookie|credential|sessionid"
+)
 """Field names that are never stored: matched (as a regular expression, by search) against a
-field's name lowercased with ``-``, ``_``, ``.`` and spaces removed, so ``api_key``, ``API-Key``
-and ``apiKey`` are one name. A tool's output is stored for good, in every checkpoint that
-holds it and in any copy of the database; a credential must not be among it."""
+field's name as :func:`secret_name_text` writes it (Unicode folded to plain ASCII letters,
+lowercased, everything but letters and digits removed), so ``api_key``, ``API-Key``,
+``API~KEY``, ``apiKey``, a fullwidth ``ＡＰＩ＿ＫＥＹ``, one with a Cyrillic ``а`` or a zero-width
+space inside are one name. A tool's output is stored for good, in every checkpoint that holds it
+and in any copy of the database; a credential must not be among it."""
 
-_SEPARATORS = re.compile(r"[-_. ]")
+_NOT_LETTERS = re.compile(r"[^a-z0-9]")
+
+
+def secret_name_text(name: str) -> str:
+    """A field name as secret names are matched against it.
+
+    Names are matched as a person reads them, not as they are encoded: compatibility forms
+    (fullwidth letters, ligatures) are folded by NFKC, lookalike letters of other scripts (a
+    Cyrillic ``а`` for a Latin ``a``) and accents are transliterated to ASCII by ``anyascii``,
+    and every separator, punctuation mark and invisible character is dropped.
+    """
+    return _NOT_LETTERS.sub("", anyascii(unicodedata.normalize("NFKC", name)).lower())
+
+
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _NO_CALLS = frozenset({HumanMessage, ToolMessage, SystemMessage})
 _ABSENT = object()
@@ -93,7 +115,7 @@ class _SecretNames(dict[Any, bool]):
         if len(self) >= self.MEMO:
             self.clear()
         text = isinstance(name, str)
-        found = self[name] = text and bool(self.pattern.search(_SEPARATORS.sub("", name.lower())))
+        found = self[name] = text and bool(self.pattern.search(secret_name_text(name)))
         return found
 
 

@@ -490,3 +490,26 @@ async def test_capture_of_a_too_deep_result_stores_nothing_and_the_run_goes_on(
         assert state["tool_state"]["tools/tree/tree"]["value"] == _nested(MAX_DEPTH)
         reread = await agent.aget_state({"configurable": {"thread_id": thread}})
         assert reread.values["tool_state"]["tools/tree/tree"]["value"] == _nested(MAX_DEPTH)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "passphrase", "access_key", "OPENAI_KEY", "pwd", "ssh_priv", "bearer", "session_id",
+        "jwt", "API~KEY", "p\u0430ssword", "\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44",
+        "api\u200bkey", "Pass-Word", "x_auth_token", "userPassword",
+    ],
+)  # fmt: skip
+def test_secret_names_are_matched_as_read(name: str) -> None:
+    """Lookalike letters, fullwidth forms, invisible characters and odd separators do not
+    hide a credential's name; the widened list covers the names attacks used."""
+    from mcp_state_versions.publish import withheld
+
+    assert withheld({name: "s3cr3t", "region": "eu"}) == ({"region": "eu"}, [name])
+
+
+@pytest.mark.parametrize("name", ["key", "primary_key", "monkey", "keyboard", "session", "Ünïcode"])
+def test_ordinary_names_are_kept(name: str) -> None:
+    from mcp_state_versions.publish import withheld
+
+    assert withheld({name: 1}) == ({name: 1}, [])
