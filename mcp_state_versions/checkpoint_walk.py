@@ -54,6 +54,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from .backends import (
     COUNTER,
     ID,
+    MAX_CHAIN,
     PARENT,
     SOURCE,
     STAMP,
@@ -62,6 +63,7 @@ from .backends import (
     LinkRow,
     NeedsAsync,
     backend_for,
+    parent_cycle,
     stamp_turn,
     unreachable,
 )
@@ -539,6 +541,12 @@ class CheckpointHistory:
         when the run named one, else at the newest checkpoint stored before it, which is the
         thread's head when the run began unless another run on the thread saved one meanwhile.
         """
+        try:
+            return await self._read_chain_of(thread_id)
+        except _Cycle as cycle:
+            raise parent_cycle(thread_id, str(cycle)) from None
+
+    async def _read_chain_of(self, thread_id: str) -> tuple[Any, Sequence[LinkRow]]:
         start = self.checkpoint_id
         pauses = _START_PAUSES if self.start_stored else ()
         for pause in (*pauses, None):
@@ -580,6 +588,8 @@ class CheckpointHistory:
             link = await self.backend.parent_of(thread_id, self.namespace, checkpoint_id)
             if link is None:
                 break
+            if len(chain) >= MAX_CHAIN:
+                raise _Cycle(checkpoint_id)
             chain.append(link)
             checkpoint_id = link[PARENT]
         return chain
@@ -622,12 +632,19 @@ def _from_head(links: Sequence[LinkRow]) -> Sequence[LinkRow]:
 
 
 def _parents(by_id: Mapping[str, LinkRow], link: LinkRow | None) -> list[LinkRow]:
-    """``link`` and its ancestors among ``by_id``, newest first, as far as they go."""
+    """``link`` and its ancestors among ``by_id``, newest first, as far as they go; raises
+    :class:`_Cycle` where the parent links loop back (more links than there are)."""
     chain = []
     while link is not None:
         chain.append(link)
+        if len(chain) > len(by_id):
+            raise _Cycle(link[ID])
         link = by_id.get(link[PARENT]) if link[PARENT] else None
     return chain
+
+
+class _Cycle(Exception):
+    """Parent links that loop back, found at a checkpoint (reported as damage by the read)."""
 
 
 def _unforked(links: Sequence[LinkRow], ids: list[str]) -> bool:

@@ -151,3 +151,50 @@ async def test_a_damaged_head_is_one_line_from_the_cli_and_earlier_turns_still_r
             assert "current state" in now.json()["detail"]
             earlier = await http.get(f"/threads/{thread_id}/state/{BBOX}", params={"turn": 1})
             assert earlier.status_code == 200 and earlier.json()["value"] == CPH
+
+
+async def _set_parent(saver: Any, kind: str, thread_id: str, child: str, parent: str) -> None:
+    """Point ``child``'s parent link at ``parent`` in storage (damage: a hand edit, a copy)."""
+    if kind == "sqlite":
+        async with saver.lock:
+            await saver.conn.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = ? "
+                "WHERE thread_id = ? AND checkpoint_id = ?",
+                (parent, thread_id, child),
+            )
+            await saver.conn.commit()
+    else:
+        async with saver._cursor() as cursor:
+            await cursor.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = %s "
+                "WHERE thread_id = %s AND checkpoint_id = %s",
+                (parent, thread_id, child),
+            )
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_parent_link_cycle_is_damage_of_that_thread_alone(kind: str, tmp_path: Any) -> None:
+    """A checkpoint whose parent link points at a newer one (a cycle): the thread's reads
+    answer damage, within bounds, and another thread's reads are untouched."""
+    import asyncio
+
+    async with await open_backend(kind, tmp_path) as saver:
+        agent, thread_id = await _thread(saver)
+        _, other = await _thread(saver)
+        state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+        head = state and (await CheckpointHistory(saver).branch_checkpoint_ids(thread_id))[0]
+        await _set_parent(saver, kind, thread_id, await _end_of(saver, thread_id, 2), head)
+        from mcp_state_versions.backends import forget_histories
+
+        forget_histories(saver)  # what another process, which never read the thread, sees
+        tool = make_inspect_state(history=CheckpointHistory(saver))
+        runtime = runtime_for(state, thread_id)
+        asked = tool.ainvoke({"key": BBOX, "turn": 1, "runtime": runtime})
+        text = await asyncio.wait_for(asked, 120)  # a guard against a hang, not a timing
+        assert "damaged" in text and "cycle" in text, text
+        transport = httpx.ASGITransport(app=create_app(saver))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            damaged = await http.get(f"/threads/{thread_id}/state/{BBOX}", params={"turn": 1})
+            assert damaged.status_code == 500 and damaged.json()["code"] == "damaged_state"
+            fine = await http.get(f"/threads/{other}/state/{BBOX}", params={"turn": 1})
+            assert fine.status_code == 200 and fine.json()["value"] == CPH

@@ -57,6 +57,7 @@ from .known import (
 __all__ = [
     "COUNTER",
     "ID",
+    "MAX_CHAIN",
     "PARENT",
     "SOURCE",
     "STAMP",
@@ -71,6 +72,7 @@ __all__ = [
     "forget_histories",
     "in_applied_order",
     "known_history",
+    "parent_cycle",
     "remember_history",
     "remembers_run_starts",
     "run_sync",
@@ -568,6 +570,26 @@ class ChainRead(NamedTuple):
     start: Link | None = None
 
 
+MAX_CHAIN = 50_000
+"""The most parent links any read follows. LangGraph snapshots every delta channel at least
+every 5,000 steps, so a delta history is shorter than this, and a chain of that many links
+without a value is a cycle in the parent links or a thread damaged some other way: reported as
+damage (:func:`parent_cycle`), never followed for ever (on SQLite a cyclic walk held the
+database connection, and every thread's reads, until a restart)."""
+
+
+def parent_cycle(thread_id: str, checkpoint_id: str) -> Exception:
+    """The error for parent links that loop back (or run on past :data:`MAX_CHAIN`)."""
+    from ..history import DamagedState
+
+    return DamagedState(
+        thread_id,
+        None,
+        f"the parent links of its checkpoints form a cycle, or a chain longer than "
+        f"{MAX_CHAIN:,} links, at checkpoint {checkpoint_id}",
+    )
+
+
 def start_link(rows: Sequence[Sequence[Any]]) -> Link | None:
     """The link of the checkpoint a backend's delta-history statement started at, from its row
     ``('h', id, parent, turn stamp, depth, source, …)``, which both SQL backends' statements
@@ -619,6 +641,8 @@ async def chained_history(
             if known is not None and known.checkpoint_id == checkpoint_id:
                 return known.copied(), first
         chain.extend(link[0] for link in found.links[1:])
+        if len(chain) >= MAX_CHAIN:
+            raise parent_cycle(thread_id, chain[-1])
         rows += found.writes
         (last, parent, counted), start = found.links[-1], None
         reached = last == stop and counted  # known, and no seed itself

@@ -14,6 +14,7 @@ from typing import Any
 from ..state import TURN_METADATA_KEY
 from ..storage import NOTHING_STORED, snapshot
 from . import (
+    MAX_CHAIN,
     TOOL_STATE,
     Backend,
     Link,
@@ -21,6 +22,7 @@ from . import (
     assembled,
     forget_histories,
     known_history,
+    parent_cycle,
     writes_by_checkpoint,
 )
 
@@ -173,6 +175,8 @@ class MemoryBackend(Backend):
         seed: Any = NOTHING_STORED
         reached = False
         while current is not None and (saved := stored.get(current)) is not None:
+            if len(chain) >= MAX_CHAIN:
+                raise parent_cycle(thread_id, current)
             chain.append(current)
             version = self._tool_state_version(thread_id, namespace, current, saved)
             blob = (

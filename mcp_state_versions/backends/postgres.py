@@ -20,6 +20,7 @@ from typing import Any
 
 from ..storage import NOTHING_STORED, snapshot
 from . import (
+    MAX_CHAIN,
     TOOL_STATE,
     ChainRead,
     Link,
@@ -108,7 +109,8 @@ def _delta_history_sql(from_head: bool) -> str:
         "FROM chain CROSS JOIN LATERAL (SELECT checkpoint_id, parent_checkpoint_id, checkpoint, "
         "metadata FROM checkpoints WHERE thread_id = %(thread)s AND checkpoint_ns = %(ns)s "
         "AND checkpoint_id = chain.parent LIMIT 1) c "
-        "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> %(known)s), "
+        "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> %(known)s "
+        f"AND chain.depth < {MAX_CHAIN}), "
         "last AS (SELECT id, version FROM chain WHERE depth > 0 ORDER BY depth DESC LIMIT 1) "
         "SELECT 'c', id, parent, version, depth, counter, NULL::bytea FROM chain "
         "UNION ALL SELECT 'h', id, parent, stamp, depth, source, NULL::bytea FROM chain "

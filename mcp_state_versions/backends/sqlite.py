@@ -28,6 +28,7 @@ from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT
 from ..storage import NOTHING_STORED, snapshot
 from . import (
     ID,
+    MAX_CHAIN,
     TOOL_STATE,
     UNREAD,
     ChainRead,
@@ -117,7 +118,8 @@ def _delta_history_sql(task_path: str, from_head: bool) -> str:
         f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_counter('c.')}, "
         f"chain.depth + 1, NULL, NULL FROM chain CROSS JOIN checkpoints c INDEXED BY {INDEX_NAME} "
         "ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = chain.parent "
-        "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> ?) "
+        "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> ? "
+        f"AND chain.depth < {MAX_CHAIN}) "
         "SELECT 'c', id, parent, counter, depth, NULL, NULL FROM chain "
         "UNION ALL SELECT 'h', id, parent, stamp, depth, source, NULL FROM chain WHERE depth = 0 "
         f"UNION ALL SELECT 'w', w.checkpoint_id, {task_path}, w.task_id, w.idx, w.type, "
