@@ -169,3 +169,26 @@ async def test_the_pool_asks_the_server_only_about_a_connection_it_spoke_to() ->
             assert "" in sent, "the ended connection was not checked"
         finally:
             psycopg.AsyncConnection.execute = execute  # type: ignore[method-assign]
+
+
+async def test_deletes_fit_sqlite_builds_limited_to_999_variables(tmp_path: Any) -> None:
+    """Some SQLite builds bind at most 999 variables a statement: a prune of more checkpoints
+    than that, the bytes it counts and a run's writes taken back go in batches, in one
+    transaction."""
+    import sqlite3
+
+    from mcp_state_versions.backends import backend_for
+
+    async with await open_backend("sqlite", tmp_path) as saver:
+        raw = saver.conn._conn
+        await saver.conn._execute(raw.setlimit, sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+        agent = agent_on(saver, ring_size=0)
+        await run_turn(agent, "limited", "find Copenhagen")
+        history = CheckpointHistory(saver)
+        real = await history.branch_checkpoint_ids("limited")
+        ids = [*real[1:], *(f"absent-{n:05d}" for n in range(1200))]
+        backend = backend_for(saver)
+        assert await backend.stored_bytes("limited", "", ids) > 0
+        await backend.delete_writes("limited", "", real[0], [f"t{n}" for n in range(1200)])
+        await backend.delete("limited", "", ids)
+        assert await history.branch_checkpoint_ids("limited") == real[:1]

@@ -159,6 +159,20 @@ _ROW_SQL = (
 )
 
 
+BATCH = 500
+"""Ids bound in one statement: within the 999 variables older SQLite builds allow, with room
+for the statement's own."""
+
+
+def _batches(ids: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """``ids`` in batches of :data:`BATCH`, each with its ``?, ?, …`` marks."""
+    ids = list(ids)
+    return [
+        (",".join("?" * len(ids[i : i + BATCH])), ids[i : i + BATCH])
+        for i in range(0, len(ids), BATCH)
+    ]
+
+
 def _skip_ext(code: int, data: bytes) -> Any:
     # A snapshot of a delta channel is the one extension object tool_state can be stored in;
     # its payload is plain data again.
@@ -366,12 +380,11 @@ class SqliteBackend(SqlBackend):
         task_id, idx, type, blob)``."""
         path = "task_path" if getattr(self.saver, "_has_task_path", True) else "''"
         found: list[tuple[Any, ...]] = []
-        for start in range(0, len(chain), 500):  # within SQLite's limit on bound parameters
-            part = chain[start : start + 500]
+        for marks, part in _batches(chain):
             found += await self._rows(
                 f"SELECT checkpoint_id, {path}, task_id, idx, type, value FROM writes "
                 "WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? "
-                f"AND checkpoint_id IN ({','.join('?' * len(part))})",
+                f"AND checkpoint_id IN ({marks})",
                 (thread_id, namespace, TOOL_STATE, *part),
             )
         return found
@@ -380,14 +393,14 @@ class SqliteBackend(SqlBackend):
         forget_histories(self.saver, thread_id)
         if not checkpoint_ids:
             return
-        marks = ",".join("?" * len(checkpoint_ids))
-        await self._write(
+        await self._write(  # one transaction, however many batches
             [
                 (
                     f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ? "
                     f"AND checkpoint_id IN ({marks})",
-                    (thread_id, namespace, *checkpoint_ids),
+                    (thread_id, namespace, *part),
                 )
+                for marks, part in _batches(checkpoint_ids)
                 for table in ("writes", "checkpoints")
             ]
         )
@@ -396,14 +409,14 @@ class SqliteBackend(SqlBackend):
         self, thread_id: str, namespace: str, checkpoint_id: str, task_ids: Sequence[str]
     ) -> None:
         forget_histories(self.saver, thread_id)
-        marks = ",".join("?" * len(task_ids))
         await self._write(
             [
                 (
                     "DELETE FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
                     f"AND checkpoint_id = ? AND task_id IN ({marks})",
-                    (thread_id, namespace, checkpoint_id, *task_ids),
+                    (thread_id, namespace, checkpoint_id, *part),
                 )
+                for marks, part in _batches(task_ids)
             ]
         )
 
@@ -415,13 +428,11 @@ class SqliteBackend(SqlBackend):
         if namespace is not None:
             where, params = where + " AND checkpoint_ns = ?", [*params, namespace]
         total = 0
-        ids = list(checkpoint_ids) if checkpoint_ids is not None else [None]
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
+        batches = _batches(checkpoint_ids) if checkpoint_ids is not None else [("", [])]
+        for marks, part in batches:
             chosen, args = where, params
             if checkpoint_ids is not None:
-                chosen = f"{where} AND checkpoint_id IN ({','.join('?' * len(part))})"
-                args = [*params, *part]
+                chosen, args = f"{where} AND checkpoint_id IN ({marks})", [*params, *part]
             for sql in (
                 f"SELECT COALESCE(SUM(length(checkpoint) + length(metadata)), 0) "
                 f"FROM checkpoints WHERE {chosen}",
