@@ -192,3 +192,43 @@ async def test_deletes_fit_sqlite_builds_limited_to_999_variables(tmp_path: Any)
         await backend.delete_writes("limited", "", real[0], [f"t{n}" for n in range(1200)])
         await backend.delete("limited", "", ids)
         assert await history.branch_checkpoint_ids("limited") == real[:1]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("step", ["delete", "snapshot"])
+async def test_a_postgres_change_of_several_statements_is_one_transaction(
+    step: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prune's deletes, and a snapshot's two halves, commit together: when the last
+    statement fails (as an outage would cut it), the first ones are rolled back, and every
+    turn still reads."""
+    from uuid import uuid4
+
+    import mcp_state_versions.backends.postgres as postgres
+    from mcp_state_versions.backends import backend_for
+
+    async with await open_backend("postgres", tmp_path) as saver:
+        agent = agent_on(saver, ring_size=0)
+        thread_id = f"atomic-{uuid4().hex}"
+        for place in ("Copenhagen", "Aarhus", "Oslo"):
+            await run_turn(agent, thread_id, f"find {place}")
+        history = CheckpointHistory(saver)
+        before = await history.branch_checkpoint_ids(thread_id)
+        values = [(await history.tool_state_at(thread_id, t)).tool_state for t in (1, 2, 3)]
+        backend = backend_for(saver)
+        if step == "delete":
+            monkeypatch.setattr(postgres, "_DELETE_UNUSED_BLOBS", "SELECT no_such_column, %s, %s")
+            failing = backend.delete(thread_id, "", before[1:])
+        else:
+            monkeypatch.setattr(postgres, "_UPSERT_SNAPSHOT", "SELECT no_such_column" + ", %s" * 8)
+            failing = backend.write_snapshot(thread_id, "", before[2], values[2] or {})
+        with pytest.raises(Exception, match="no_such_column"):
+            await failing
+        if step == "snapshot":  # its counter says it stores no value: still so
+            config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+            config["configurable"]["checkpoint_id"] = before[2]
+            stored = await saver.aget_tuple(config)
+            assert "tool_state" in stored.metadata["counters_since_delta_snapshot"]
+        again = CheckpointHistory(saver)
+        assert await again.branch_checkpoint_ids(thread_id) == before
+        assert [(await again.tool_state_at(thread_id, t)).tool_state for t in (1, 2, 3)] == values

@@ -188,6 +188,22 @@ class PostgresBackend(SqlBackend):
         async with self.saver._cursor() as cursor:
             yield cursor
 
+    @asynccontextmanager
+    async def _transaction(self) -> Any:
+        """A cursor whose statements commit together or not at all.
+
+        The stock savers' connections commit each statement on its own (autocommit). A change
+        of several statements (a prune's deletes, a snapshot's two halves) cut by an outage
+        between them left checkpoints without the writes their values are rebuilt from: turns
+        that read as never set. In one transaction a cut leaves all of it or none."""
+        async with self._cursor() as cursor:
+            if self.native_sync:
+                with cursor.connection.transaction():
+                    yield cursor
+            else:
+                async with cursor.connection.transaction():
+                    yield cursor
+
     async def _rows(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any]
     ) -> list[tuple[Any, ...]]:
@@ -269,7 +285,7 @@ class PostgresBackend(SqlBackend):
         # Blobs are keyed by channel version, and checkpoints sharing a version share a value,
         # so the snapshot serves each of them.
         kind, blob = self.saver.serde.dumps_typed(snapshot(value))
-        async with self._cursor() as cursor:
+        async with self._transaction() as cursor:
             # Its delta counter goes too: it says a checkpoint stores no value (backends.COUNTER).
             await _run(
                 cursor,
@@ -325,7 +341,7 @@ class PostgresBackend(SqlBackend):
         if not checkpoint_ids:
             return
         ids = list(checkpoint_ids)
-        async with self._cursor() as cursor:
+        async with self._transaction() as cursor:
             for sql in _DELETES:
                 await _run(cursor, sql, (thread_id, namespace, ids), self.native_sync)
             await _run(cursor, _DELETE_UNUSED_BLOBS, (thread_id, namespace), self.native_sync)
