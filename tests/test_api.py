@@ -278,3 +278,19 @@ async def test_the_page_and_the_timeline(saver: Any, thread_id: str) -> None:
             "versions": 2,
         }
     ]
+
+
+async def test_every_response_carries_the_security_headers_and_the_page_its_policy() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    app = create_app(InMemorySaver())
+    async with client(app) as http:
+        for path in ("/", "/threads", "/threads/none/state", "/static/page.js", "/openapi.json"):
+            response = await http.get(path)
+            assert response.headers["x-content-type-options"] == "nosniff", path
+            assert response.headers["x-frame-options"] == "DENY", path
+            assert response.headers["referrer-policy"] == "no-referrer", path
+        page = await http.get("/")
+        policy = page.headers["content-security-policy"]
+        assert "default-src 'none'" in policy and "script-src 'self'" in policy
+        assert "frame-ancestors 'none'" in policy

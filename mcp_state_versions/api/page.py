@@ -23,6 +23,15 @@ ASSETS = files(__package__) / "static"
 router = APIRouter(tags=["page"])
 
 
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self' data:; base-uri 'self'; form-action 'none'; frame-ancestors 'none'"
+)
+"""The page's policy: its own script, style and API calls, nothing else. A value shown on the
+page is a tool's output, which anyone who can make a tool return text chose; should any of it
+ever reach the page as markup, no script of theirs runs and nothing is sent elsewhere."""
+
+
 @cache
 def _template() -> str:
     """``index.html``, read once: it ships in the package and does not change while it runs."""
@@ -33,4 +42,7 @@ def _template() -> str:
 async def page(request: Request) -> HTMLResponse:
     base = html.escape(request.scope.get("root_path", "").rstrip("/") + "/", quote=True)
     text = _template().replace("{{BASE}}", base)
-    return HTMLResponse(text, headers={"Cache-Control": "no-cache"})
+    return HTMLResponse(
+        text,
+        headers={"Cache-Control": "no-cache", "Content-Security-Policy": CONTENT_SECURITY_POLICY},
+    )
