@@ -146,9 +146,15 @@ async def _check_postgres(dsn: str) -> None:
         connection = await psycopg.AsyncConnection.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S)
     except (psycopg.Error, ValueError) as error:
         reason = " ".join(str(error).split()) or type(error).__name__
-        raise CheckpointerSpecError(
-            f"cannot connect to PostgreSQL at {_redacted(dsn)}: {reason}"
-        ) from None
+        message = f"cannot connect to PostgreSQL at {_redacted(dsn)}: {reason}"
+        if isinstance(error, psycopg.OperationalError) and "FATAL:" not in reason:
+            # no server answered (refused, unreachable, timed out): a store down, not a
+            # wrong spec; a server that answered (FATAL: no such role, no such database)
+            # says the spec is wrong
+            from .history import StoreUnavailable
+
+            raise StoreUnavailable(message) from None
+        raise CheckpointerSpecError(message) from None
     await connection.close()
 
 

@@ -64,7 +64,8 @@ EXIT_CODES = {
 _EPILOG = """\
 exit codes:
   0  found (or the command succeeded)
-  2  bad usage: an unknown or unreachable checkpointer, or flags that do not go together
+  2  bad usage: an unknown checkpointer (no such file, role or database), or flags that do not
+     go together
   3  the thread never had that turn (HTTP 404 turn_never_happened)
   4  the turn is no longer retained, this deployment keeps no turn history, or the value was
      too large to keep (HTTP 410 turn_not_retained, no_turn_history, value_evicted)
@@ -73,7 +74,8 @@ exit codes:
      unknown_key)
   7  the file is not a LangGraph checkpoint database
   8  the stored state is damaged where the read needed it (HTTP 500 damaged_state)
-  9  the store did not answer, or cannot be written (HTTP 503 store_unavailable)
+  9  the store did not answer (a PostgreSQL server down or unreachable), or cannot be written
+     (HTTP 503 store_unavailable)
  10  serve cannot listen on the host and port (in use, or not allowed)
 """
 

@@ -245,21 +245,19 @@ def _one_line(done: subprocess.CompletedProcess[str], code: int, *fragments: str
 
 
 @pytest.mark.parametrize(
-    ("dsn", "fragment"),
+    ("dsn", "code", "fragment"),
     [
-        ("postgresql://postgres@127.0.0.1:1/test", "127.0.0.1"),
-        ("postgresql://no_such_role@127.0.0.1:5432/test", "no_such_role"),
-        ("postgresql://postgres@127.0.0.1:5432/no_such_database", "no_such_database"),
-        ("postgres:not-a-dsn", "cannot connect to PostgreSQL"),
+        ("postgresql://postgres@127.0.0.1:1/test", 9, "127.0.0.1"),  # no server: a store down
+        ("postgresql://no_such_role@127.0.0.1:5432/test", 2, "no_such_role"),
+        ("postgresql://postgres@127.0.0.1:5432/no_such_database", 2, "no_such_database"),
+        ("postgres:not-a-dsn", 2, "cannot connect to PostgreSQL"),
     ],
 )
-def test_a_bad_dsn_fails_fast_in_one_line(dsn: str, fragment: str) -> None:
-    import time
-
-    started = time.monotonic()
+def test_a_bad_dsn_fails_in_one_line(dsn: str, code: int, fragment: str) -> None:
+    """A server that does not answer is a store unavailable (exit 9); one that answers that
+    the role or database does not exist, or a DSN that is not one, is bad usage (exit 2)."""
     done = _cli("turns", "--checkpointer", dsn, "--thread", "t")
-    assert time.monotonic() - started < 15
-    _one_line(done, 2, "cannot connect to PostgreSQL", fragment)
+    _one_line(done, code, "cannot connect to PostgreSQL", fragment)
 
 
 def test_sqlite_paths_that_do_not_exist(tmp_path: Path) -> None:
