@@ -561,6 +561,7 @@ async def _threads(args: argparse.Namespace) -> int:
             "turns": t.turns,
             "last_write": t.last_write.isoformat(timespec="seconds") if t.last_write else None,
             "stored_bytes": t.stored_bytes,
+            **({"damage": t.damage} if t.damage else {}),
         }
         for t in page.threads
     ]
@@ -571,7 +572,7 @@ async def _threads(args: argparse.Namespace) -> int:
     for row in rows:
         table.add_row(
             _text(row["thread_id"]),
-            str(row["turns"]),
+            "damaged" if row["turns"] is None else str(row["turns"]),
             row["last_write"] or "",
             _bytes(row["stored_bytes"]),
         )

@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .backends import backend_for, storable
 from .checkpoint_walk import CheckpointHistory
+from .history import DamagedState
 from .sweep import checkpoint_time
 
 __all__ = ["ThreadPage", "ThreadSummary", "list_threads"]
@@ -24,12 +25,15 @@ __all__ = ["ThreadPage", "ThreadSummary", "list_threads"]
 @dataclass(frozen=True, slots=True)
 class ThreadSummary:
     """One thread: how many turns it has had, when it was last written (``None`` when its
-    checkpoint ids carry no time), and about the bytes storage holds for it."""
+    checkpoint ids carry no time), and about the bytes storage holds for it. A thread whose
+    stored state cannot be read has ``turns`` ``None`` and ``damage`` saying why: one damaged
+    thread is listed as such, never failing the listing of the others."""
 
     thread_id: str
-    turns: int
+    turns: int | None
     last_write: datetime | None
     stored_bytes: int
+    damage: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +65,19 @@ async def list_threads(
     found = []
     for thread_id, head in rows[:limit]:
         made = checkpoint_time(head)
+        turns: int | None = None
+        damage = None
+        try:
+            turns = (await history.turns(thread_id)).total
+        except DamagedState as damaged:
+            damage = damaged.detail
         found.append(
             ThreadSummary(
                 thread_id=thread_id,
-                turns=(await history.turns(thread_id)).total,
+                turns=turns,
                 last_write=None if made is None else datetime.fromtimestamp(made, UTC),
                 stored_bytes=await backend.stored_bytes(thread_id, None, None),
+                damage=damage,
             )
         )
     more = len(rows) > limit

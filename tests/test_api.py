@@ -294,3 +294,35 @@ async def test_every_response_carries_the_security_headers_and_the_page_its_poli
         policy = page.headers["content-security-policy"]
         assert "default-src 'none'" in policy and "script-src 'self'" in policy
         assert "frame-ancestors 'none'" in policy
+
+
+async def test_an_authorize_hook_that_raises_is_answered_as_a_problem() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    def broken(request: Any, thread_id: str) -> bool:
+        raise KeyError("tenant")
+
+    saver = InMemorySaver()
+    await run_turn(agent_on(saver), "t1", "find Aarhus")
+    async with client(create_app(saver, authorize=broken)) as http:
+        response = await http.get("/threads/t1/state")
+    assert response.status_code == 500
+    assert response.headers["content-type"] == "application/problem+json"
+    body = response.json()
+    assert body["code"] == "authorize_failed" and "KeyError" in body["detail"]
+
+
+async def test_the_schema_documents_problems_as_they_are_sent() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    async with client(create_app(InMemorySaver())) as http:
+        schema = (await http.get("/openapi.json")).json()
+    errors = [
+        response
+        for path in schema["paths"].values()
+        for operation in path.values()
+        for status, response in operation["responses"].items()
+        if status[0] in "45"
+    ]
+    assert errors and all("application/json" not in r.get("content", {}) for r in errors)
+    assert all("application/problem+json" in r["content"] for r in errors if "content" in r)

@@ -198,3 +198,7 @@ async def test_a_parent_link_cycle_is_damage_of_that_thread_alone(kind: str, tmp
             assert damaged.status_code == 500 and damaged.json()["code"] == "damaged_state"
             fine = await http.get(f"/threads/{other}/state/{BBOX}", params={"turn": 1})
             assert fine.status_code == 200 and fine.json()["value"] == CPH
+            listed = await http.get("/threads", params={"contains": thread_id[-12:]})
+            assert listed.status_code == 200, listed.text  # the listing lists it as damaged
+            [item] = listed.json()["threads"]
+            assert item["turns"] is None and "cycle" in item["damage"]

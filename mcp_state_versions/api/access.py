@@ -4,6 +4,7 @@ present. The routers declare these; :func:`mcp_state_versions.api.create_app` co
 
 # No ``from __future__ import annotations``: FastAPI reads these annotations at runtime.
 import inspect
+import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ __all__ = [
 
 Authorize = Callable[[Request, str], bool | Awaitable[bool]]
 """``authorize(request, thread_id)``: whether this caller may read this thread."""
+
+_log = logging.getLogger("mcp_state_versions.api")
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     401: {"model": Problem, "description": "A bearer token is required and was missing or wrong"},
@@ -86,9 +89,18 @@ async def allowed(request: Request, thread_id: str) -> bool:
     authorize = settings(request).authorize
     if authorize is None:
         return True
-    verdict = authorize(request, thread_id)
-    if inspect.isawaitable(verdict):
-        verdict = await verdict
+    try:
+        verdict = authorize(request, thread_id)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+    except Exception as error:  # the host's hook: its failure is answered, and logged
+        _log.exception("the authorize hook raised for thread %r", thread_id)
+        raise ProblemError(
+            500,
+            "authorize_failed",
+            f"the server's authorize hook failed ({type(error).__name__}); nothing was read. "
+            "Its log has the details",
+        ) from None
     return bool(verdict)
 
 

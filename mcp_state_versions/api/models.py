@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, JsonValue
+from pydantic import BaseModel, Field, JsonValue
 
 from .problems import RetainedTurns
 
@@ -80,9 +80,10 @@ class KeyVersions(BaseModel):
 
 class ThreadItem(BaseModel):
     thread_id: str
-    turns: int
+    turns: int | None = Field(description="None when the thread's stored state is damaged")
     last_write: datetime | None
     stored_bytes: int
+    damage: str | None = Field(None, description="Why the thread cannot be read, if it cannot")
 
 
 class ThreadList(BaseModel):

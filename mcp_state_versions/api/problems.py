@@ -113,8 +113,28 @@ def unavailable(detail: str) -> ProblemError:
     )
 
 
+def problem_media_types(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every error response (4xx, 5xx) under ``application/problem+json``, the
+    type it is sent as (FastAPI writes ``application/json`` for a response model)."""
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            for status, response in (operation.get("responses") or {}).items():
+                content = response.get("content") or {}
+                if status[:1] in ("4", "5") and "application/json" in content:
+                    content[MEDIA_TYPE] = content.pop("application/json")
+    return schema
+
+
 def install(app: FastAPI) -> None:
-    """Answer every error of ``app`` as a problem."""
+    """Answer every error of ``app`` as a problem, and say so in its schema."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = problem_media_types(build())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     async def problem(_: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, ProblemError)
@@ -145,6 +165,17 @@ def install(app: FastAPI) -> None:
             ProblemError(error.status_code, code, str(error.detail), headers=error.headers)
         )
 
+    async def unexpected(_: Request, error: Exception) -> JSONResponse:
+        # (Starlette logs it and re-raises it for the server, after this answer is sent)
+        return respond(
+            ProblemError(
+                500,
+                "internal_error",
+                f"the server failed to answer ({type(error).__name__}); its log has the details",
+            )
+        )
+
+    app.add_exception_handler(Exception, unexpected)
     app.add_exception_handler(ProblemError, problem)
     app.add_exception_handler(DamagedState, damaged)
     app.add_exception_handler(StoreUnavailable, store)

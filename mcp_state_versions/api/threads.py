@@ -43,6 +43,7 @@ async def threads(
                 turns=summary.turns,
                 last_write=summary.last_write,
                 stored_bytes=summary.stored_bytes,
+                damage=summary.damage,
             )
         )
     return ThreadList(threads=items, next=page.next)

@@ -89,7 +89,7 @@ async function threadsPage(contains = "", before = null, rows = []) {
     el("thead", {}, el("tr", {}, ["thread", "turns", "last write", "stored"].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, rows.map((t) => el("tr", {},
       el("td", {}, el("a", { href: `#/thread/${encodeURIComponent(t.thread_id)}` }, t.thread_id)),
-      el("td", {}, t.turns), el("td", {}, t.last_write || ""), el("td", {}, bytes(t.stored_bytes))))));
+      el("td", { title: t.damage || "" }, t.turns ?? "damaged"), el("td", {}, t.last_write || ""), el("td", {}, bytes(t.stored_bytes))))));
   const more = body.next
     ? el("button", { type: "button", onclick: () => threadsPage(contains, body.next, rows) }, "More threads")
     : null;
