@@ -123,7 +123,11 @@ class Capture:
             )
         except TypeError as refused:  # a value with no JSON form, or too deep to store
             return _not_captured(_restored(result), refused)
-        text = inlined(published.text, published.fields, self.inline_limit)
+        own = _plain_content(result.artifact)
+        if own is not None:  # text (or a number, a list) as the tool returned it, unwrapped
+            text = published.text if len(own) > self.inline_limit else f"{published.text} {own}"
+        else:
+            text = inlined(published.text, published.fields, self.inline_limit)
         before, after = _around(result)
         message = ToolMessage(
             f"{before}{text}{after}", tool_call_id=result.tool_call_id, name=result.name
@@ -275,13 +279,29 @@ def _as_content(output: Any) -> Any:
         return f"({type(output).__name__} nested too deep to show)"
 
 
+def _plain_content(artifact: Any) -> str | None:
+    """The message text a plain result (text, a number, a list: what :func:`_structured`
+    publishes as ``result``) was given, to show the model after the breadcrumb as the tool
+    wrote it rather than wrapped in ``{"result": ...}``; ``None`` for a structured result."""
+    if not (isinstance(artifact, Mapping) and _KEPT in artifact):
+        return None
+    output, own = artifact[_KEPT], artifact.get(_OWN)
+    if not isinstance(output, _PLAIN) or output == "" or not isinstance(own, str):
+        return None
+    return own
+
+
+_PLAIN = (str, int, float, bool, list, tuple)
+"""What a tool returns that is published whole as ``<toolset>/<tool>/result``."""
+
+
 def _structured(artifact: Any) -> dict[str, Any] | None:
     """The fields of a result: a structured one's own, or ``{"result": ...}`` for text, a
     number, a list or a bool a plain tool returned (most LangChain tools return text, and a
     result left out of session state has no versions); ``None`` for anything else."""
     if isinstance(artifact, Mapping) and _KEPT in artifact:
         output = artifact[_KEPT]
-        if isinstance(output, str | int | float | bool | list | tuple) and output != "":
+        if isinstance(output, _PLAIN) and output != "":
             return {"result": list(output) if isinstance(output, tuple) else output}
     if isinstance(artifact, Mapping) and _ARTIFACT in artifact:
         artifact = artifact[_ARTIFACT]

@@ -180,7 +180,7 @@ async def test_build_agent_captures_text_results_and_a_tool_can_opt_out() -> Non
         if capture is True:
             assert reply.content == (
                 "[state updated: tools/weather/result — replaces the value it held since "
-                'turn 1] {"result": "sun"}'
+                "turn 1] sun"
             )
             assert "tools/weather/result: " in read_state_key("*", state)
             assert "rewritten, 2 versions" in read_state_key("*", state)

@@ -71,7 +71,7 @@ async def test_compare_areas_gets_turn_one_from_history_and_the_current_value(
     reply = await three_areas_then(agent, thread_id)
     assert received.calls == [(COPENHAGEN, OSLO)]  # turn 1 beyond a ring of one: from history
     # The text result is captured (tools/compare_areas/result), and the receipt ends the reply.
-    captured = '[state updated: tools/compare_areas/result] {"result": "b is wider"}'
+    captured = "[state updated: tools/compare_areas/result] b is wider"
     assert reply.content == f"{captured}\n{RECEIPT}" and reply.status == "success"
 
 

@@ -292,7 +292,7 @@ async def test_text_results_are_captured_and_a_tool_can_opt_out() -> None:
         reply = next(str(m.content) for m in state["messages"] if isinstance(m, ToolMessage))
         listing = read_state_key("*", state)
         if captured:
-            assert reply == '[state updated: tools/greet/result] {"result": "hello you"}'
+            assert reply == "[state updated: tools/greet/result] hello you"
             assert "tools/greet/result" in listing
         else:
             assert reply == "hello you" and "Session state is empty" in listing
