@@ -18,6 +18,7 @@ from .clock import (
     entries_of,
     open_turn,
     ticks_around,
+    values_of,
 )
 from .history import (
     AUTO,
@@ -134,5 +135,6 @@ __all__ = [
     "tool_state_channel",
     "tool_state_writes",
     "turn_config",
+    "values_of",
     "with_session_state",
 ]

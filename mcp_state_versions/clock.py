@@ -60,6 +60,7 @@ __all__ = [
     "ticks_around",
     "turn_at",
     "turn_of_tool_state",
+    "values_of",
 ]
 
 CLOCK_KEY = "__clock__"
@@ -180,6 +181,25 @@ def entries_of(tool_state: Any) -> dict[str, Any]:
     if not isinstance(tool_state, Mapping):
         return {}
     return {key: entry for key, entry in tool_state.items() if key != CLOCK_KEY}
+
+
+def values_of(state: Any) -> dict[str, Any]:
+    """The values of session state as a plain ``{key: value}`` dict: what a reader of graph
+    state (``invoke``'s result, ``get_state().values``) usually wants.
+
+    ``state`` is graph state (a dict with ``tool_state``) or ``tool_state`` itself. Raw
+    ``tool_state`` holds, under each key, the entry this library keeps (the value, the tool
+    that wrote it, its versions and ring), and the turn clock under :data:`CLOCK_KEY`; this
+    leaves out the clock and gives each key's current value. A key whose value was evicted
+    (over the state's budget) is left out too: it has no value to give.
+    """
+    if isinstance(state, Mapping) and "tool_state" in state and CLOCK_KEY not in state:
+        state = state["tool_state"]
+    return {
+        key: entry["value"] if isinstance(entry, Mapping) and "versions" in entry else entry
+        for key, entry in entries_of(state).items()
+        if not (isinstance(entry, Mapping) and "versions" in entry and "value" not in entry)
+    }
 
 
 def turn_of_tool_state(tool_state: Any) -> int | None:

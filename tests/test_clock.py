@@ -484,3 +484,15 @@ async def test_a_run_without_a_new_user_message_after_a_wipe_does_not_tick(
         assert current_turn(values) == 3
         await conv.say("put k=v4")  # a new user message still opens the next turn
         assert current_turn((await conv.graph.aget_state(conv.config)).values) == 4
+
+
+def test_values_of_is_the_plain_view_without_the_clock() -> None:
+    from mcp_state_versions import values_of
+
+    state = merge_tool_state({}, {CLOCK_KEY: {"turn": 1, "open": True, "message": "m"}})
+    state = merge_tool_state(state, {PUT + "a": {"value": [1]}, PUT + "b": {"value": "x"}})
+    assert values_of({"tool_state": state, "messages": []}) == {PUT + "a": [1], PUT + "b": "x"}
+    assert values_of(state) == values_of({"tool_state": state})
+    evicted = {**state, PUT + "b": {k: v for k, v in state[PUT + "b"].items() if k != "value"}}
+    assert values_of(evicted) == {PUT + "a": [1]}
+    assert values_of({}) == {} and values_of(None) == {}
