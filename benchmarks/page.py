@@ -171,8 +171,11 @@ def table(found: dict[str, Any]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.page")
-    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--turns", type=int, default=None, help="default 1000")
+    parser.add_argument("--quick", action="store_true", help="--turns 100")
     args = parser.parse_args()
+    if args.turns is None:
+        args.turns = 100 if args.quick else 1000
     workdir = RESULTS / "work-page"
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "page.sqlite").unlink(missing_ok=True)

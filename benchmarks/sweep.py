@@ -169,9 +169,12 @@ def table(found: dict[str, Any]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep")
-    parser.add_argument("--threads", type=int, default=10_000)
+    parser.add_argument("--threads", type=int, default=None, help="default 10_000")
+    parser.add_argument("--quick", action="store_true", help="--threads 500")
     parser.add_argument("--backends", default="sqlite,postgres")
     args = parser.parse_args()
+    if args.threads is None:
+        args.threads = 500 if args.quick else 10_000
     workdir = RESULTS / "work-sweep"
     workdir.mkdir(parents=True, exist_ok=True)
     found = asyncio.run(measure(args.backends.split(","), args.threads, workdir))

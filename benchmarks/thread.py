@@ -184,9 +184,12 @@ def table(found: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.thread")
-    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--turns", type=int, default=None, help="default 1000")
+    parser.add_argument("--quick", action="store_true", help="--turns 100")
     parser.add_argument("--backends", default="sqlite,postgres")
     args = parser.parse_args()
+    if args.turns is None:
+        args.turns = 100 if args.quick else 1000
     workdir = RESULTS / "work-thread"
     workdir.mkdir(parents=True, exist_ok=True)
     found = asyncio.run(measure(args.backends.split(","), args.turns, workdir))
