@@ -37,6 +37,7 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 from .backends import unreachable
@@ -215,6 +216,20 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
     serve.add_argument("--port", type=_port, default=8000, help="default: 8000")
+    serve.add_argument(
+        "--token",
+        help="the bearer token every request must carry (default: $MCP_STATE_VERSIONS_API_TOKEN);"
+        " on a shared machine prefer --token-file, which other users' process lists do not show",
+    )
+    serve.add_argument(
+        "--token-file", metavar="PATH", help="read the token from this file (its first line)"
+    )
+    serve.add_argument(
+        "--allow-open",
+        action="store_true",
+        help="serve a non-loopback --host without a token (anyone who can reach it reads every "
+        "thread); refused otherwise",
+    )
     serve.add_argument(
         "--json", action="store_true", help="print where it listens as JSON, then serve"
     )
@@ -696,6 +711,43 @@ async def _index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_token(args: argparse.Namespace) -> str | None:
+    """The token ``serve`` asks for: ``--token``, else ``--token-file``'s first line, else
+    the environment's; ``None`` for none."""
+    if args.token is not None and args.token_file is not None:
+        raise UsageError("give the token once: --token or --token-file")
+    if args.token_file is not None:
+        try:
+            lines = Path(args.token_file).read_text(encoding="utf-8").splitlines()
+        except OSError as error:
+            raise UsageError(
+                f"cannot read --token-file {args.token_file}: {error.strerror}"
+            ) from None
+        token = lines[0].strip() if lines else ""
+        if not token:
+            raise UsageError(f"--token-file {args.token_file} is empty")
+        return token
+    if args.token is not None:
+        if not args.token.strip():
+            raise UsageError("--token is empty")
+        return args.token
+    from .api import TOKEN_ENV
+
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
+
+
 def _serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
@@ -711,6 +763,14 @@ def _serve(args: argparse.Namespace) -> int:
     import socket
 
     from .checkpointers import open_checkpointer
+
+    token = _serve_token(args)
+    if token is None and not args.allow_open and not _loopback(args.host):
+        raise UsageError(
+            f"--host {args.host} can be reached from other machines, and without a token "
+            "anyone who reaches it reads every thread: give --token-file PATH (or --token, or "
+            "$MCP_STATE_VERSIONS_API_TOKEN), or --allow-open to serve it open anyway"
+        )
 
     try:  # uvicorn reports a busy port in its log and exits 3; say it in one line instead
         with socket.create_server((args.host, args.port)):
@@ -739,7 +799,7 @@ def _serve(args: argparse.Namespace) -> int:
         async with open_checkpointer(
             args.checkpointer, create=False, read_only=schedule is None
         ) as saver:
-            app = create_app(saver, sweep=schedule)
+            app = create_app(saver, token=token, sweep=schedule)
             server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port))
             if args.json:
                 where = {"url": f"http://{args.host}:{args.port}", "sweep": schedule is not None}

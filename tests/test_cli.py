@@ -488,3 +488,38 @@ def test_counts_and_spans_are_worded_in_the_right_number() -> None:
     assert counted(1, "version") == "1 version" and counted(3, "version") == "3 versions"
     assert version_span(3, 3) == "turn 3"
     assert version_span(3, 5) == "turns 3–5" and version_span(3, None) == "turns 3–now"
+
+
+def test_serve_takes_its_token_from_a_file_and_refuses_an_open_public_host(
+    demo_file: tuple[str, str, str], tmp_path: Path
+) -> None:
+    spec, first, _ = demo_file
+    _one_line(_cli("serve", "--checkpointer", spec, "--host", "0.0.0.0"), 2, "--allow-open")
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    _one_line(_cli("serve", "--checkpointer", spec, "--token-file", str(empty)), 2, "is empty")
+    token = tmp_path / "token"
+    token.write_text("s3cret-token\n")
+    with free_port() as port:
+        server = subprocess.Popen(
+            [*cli_command(), "serve", "--checkpointer", spec, "--port", str(port), "--json",
+             "--token-file", str(token)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        url = json.loads(server.stdout.readline())["url"]
+        refused = wait_for_http(f"{url}/threads/{first}/turns", server)
+        assert refused.status_code == 401
+        import httpx
+
+        headers = {"Authorization": "Bearer s3cret-token"}
+        answered = httpx.get(f"{url}/threads/{first}/turns", headers=headers, timeout=10)
+        assert answered.status_code == 200
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    done = _cli("serve", "--help")
+    assert "--token-file" in done.stdout and "--allow-open" in done.stdout
