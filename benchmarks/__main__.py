@@ -8,7 +8,7 @@ history walk), :mod:`.thread` (the whole thread's bytes stored ÷ added and a tu
 its length, beside a plain agent), :mod:`.memory` (peak memory of one read), :mod:`.tool` (the tool through a
 ToolNode against the cheapest tool), :mod:`.reducer` (per write against a dict merge),
 :mod:`.pattern` (the worst pattern on a 1 MB value), :mod:`.close_keys` (a mistyped key's
-answer at 5,000 long keys), :mod:`.writes` (what a turn stores and
+answer at 5,000 long keys), :mod:`.cli` (the command line's start-up), :mod:`.writes` (what a turn stores and
 costs against a plain agent, over keys × sizes, and one 5 MB value rewritten), :mod:`.sweep`
 (a sweep over 10,000 threads: time, memory, checkpoints removed per second), :mod:`.page`
 (the timeline page on a thread of 1,000 turns × 100 keys, in Debian's chromium);
@@ -31,7 +31,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import close_keys, page, pattern, reads, reducer, report, thread, tool, writes
+from . import cli, close_keys, page, pattern, reads, reducer, report, thread, tool, writes
 from . import sweep as sweeping
 from .common import RESULTS, progress
 
@@ -59,6 +59,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     figures["reducer"] = reducer.measure(repeat)
     figures["pattern"] = pattern.measure(repeat)
     figures["close_keys"] = close_keys.measure(repeat)
+    figures["cli"] = cli.measure(5 if args.quick else 15)
     figures["writes_turns"] = 6 if args.quick else 50
     figures["writes"] = {}
     for backend in backends:
@@ -82,6 +83,11 @@ def _render(figures: dict[str, Any]) -> None:
     plotted = report.plot(figures, RESULTS / "latest.png")
     report.plot_writes(figures, RESULTS / "latest-writes.png")
     print(report.table(figures))
+    if "cli" in figures:
+        print(
+            "\nThe command line's start-up (python -m benchmarks.cli):\n"
+            + cli.table(figures["cli"])
+        )
     if "close_keys" in figures:
         print(
             "\nA mistyped key (python -m benchmarks.close_keys):\n"

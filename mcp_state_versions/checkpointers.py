@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-
-from .retention import PruningInMemorySaver, PruningSqliteSaver
+if TYPE_CHECKING:  # (imported where used: the command line's --help needs SPEC_HELP alone)
+    from langgraph.checkpoint.base import BaseCheckpointSaver
 
 __all__ = ["SPEC_HELP", "CheckpointerSpecError", "NotACheckpointDatabase", "open_checkpointer"]
 
@@ -59,6 +59,8 @@ async def open_checkpointer(
 
     Raises :class:`CheckpointerSpecError` for a spec that names no backend or cannot be opened.
     """
+    from .retention import PruningInMemorySaver, PruningSqliteSaver
+
     kind, _, target = spec.partition(":")
     if spec.startswith(("postgresql://", "postgres://")):
         kind, target = "postgres", spec
@@ -88,6 +90,8 @@ async def _read_only_sqlite(target: str) -> AsyncIterator[BaseCheckpointSaver]:
     from urllib.parse import quote
 
     import aiosqlite
+
+    from .retention import PruningSqliteSaver
 
     _check_sqlite_path(target, create=False)
     path = Path(target).expanduser()

@@ -40,10 +40,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from .backends import unreachable
-from .checkpointers import NotACheckpointDatabase
-from .history import DamagedState, StoreUnavailable
-
 __all__ = ["EXIT_CODES", "main"]
 
 EXIT_CODES = {
@@ -240,6 +236,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = _parser().parse_args(argv)
     as_json = bool(getattr(args, "json", False))
+    # (here, not at the top: --help and --version load none of LangGraph)
+    from .backends import unreachable
+    from .checkpointers import NotACheckpointDatabase
+    from .history import DamagedState, StoreUnavailable
+
     try:
         _check_usage(args)
         if args.command == "demo":

@@ -523,3 +523,17 @@ def test_serve_takes_its_token_from_a_file_and_refuses_an_open_public_host(
         server.wait(timeout=10)
     done = _cli("serve", "--help")
     assert "--token-file" in done.stdout and "--allow-open" in done.stdout
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_help_and_version_load_no_langgraph(flag: str) -> None:
+    """``--help`` and ``--version`` answer without importing LangGraph or LangChain (what made
+    them take seconds): the package imports its names when first used."""
+    code = (
+        "import sys\nfrom mcp_state_versions.cli import main\n"
+        f"try:\n    main([{flag!r}])\nexcept SystemExit:\n    pass\n"
+        "loaded = [m for m in sys.modules if m.startswith(('langgraph', 'langchain'))]\n"
+        "print(len(loaded), loaded[:3], file=sys.stderr)\nsys.exit(1 if loaded else 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -1,0 +1,88 @@
+"""The command line's start-up: ``--version``, ``--help`` and a read, each a fresh process.
+
+A person types these, and scripts call them in loops, so the process's own start-up is what
+they wait for. Measured beside the floor of the same work: an interpreter that does nothing,
+and one that opens the SQLite file and reads one row (what a read must do at the least).
+
+    python -m benchmarks.cli [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TARGET_S = 0.3
+"""``--help`` and ``--version`` answer within this (issue target)."""
+
+_SCRIPT = [sys.executable, "-m", "mcp_state_versions.cli"]
+
+
+def _timed(command: list[str], repeat: int) -> dict[str, float]:
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run(command, capture_output=True, check=True)
+        samples.append(time.perf_counter() - started)
+    return {"median": statistics.median(samples), "max": max(samples)}
+
+
+def measure(repeat: int) -> dict[str, Any]:
+    from mcp_state_versions.demo import main as demo
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "demo.sqlite"
+        with contextlib.redirect_stdout(io.StringIO()):  # the demo's threads, as a newcomer's
+            demo(f"sqlite:{path}", as_json=True)
+        thread = asyncio.run(_first_thread(path))
+        read = "import sqlite3; sqlite3.connect(sys.argv[1]).execute('SELECT 1 FROM checkpoints')"
+        return {
+            "python -c pass": _timed([sys.executable, "-c", "pass"], repeat),
+            "--version": _timed([*_SCRIPT, "--version"], repeat),
+            "--help": _timed([*_SCRIPT, "--help"], repeat),
+            "sqlite3 open and one row": _timed(
+                [sys.executable, "-c", f"import sys; {read}", str(path)], repeat
+            ),
+            "turns (a read)": _timed(
+                [*_SCRIPT, "turns", "--checkpointer", f"sqlite:{path}", "--thread", thread],
+                repeat,
+            ),
+        }
+
+
+async def _first_thread(path: Path) -> str:
+    from mcp_state_versions import list_threads, open_checkpointer
+
+    async with open_checkpointer(f"sqlite:{path}", read_only=True) as saver:
+        return (await list_threads(saver, limit=1)).threads[0].thread_id
+
+
+def table(figures: dict[str, Any]) -> str:
+    rows = ["| command (a fresh process) | median | max |", "| --- | ---: | ---: |"]
+    rows += [
+        f"| `{name}` | {t['median']:.2f} s | {t['max']:.2f} s |" for name, t in figures.items()
+    ]
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cli")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    args = parser.parse_args()
+    figures = measure(5 if args.quick else 15)
+    print(table(figures))
+    worst = max(figures[name]["max"] for name in ("--version", "--help"))
+    print(f"\n--help and --version: worst {worst:.2f} s (target ≤ {TARGET_S} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The package's public surface: every name in ``__all__`` resolves (each is imported when first
+used), is this library's own, and has a docstring; nothing public is left out of ``__all__``."""
+
+from __future__ import annotations
+
+import inspect
+
+import mcp_state_versions
+
+
+def test_every_exported_name_resolves_and_is_documented() -> None:
+    for name in mcp_state_versions.__all__:
+        member = getattr(mcp_state_versions, name)
+        if inspect.isclass(member) or inspect.isfunction(member):
+            assert member.__module__.startswith("mcp_state_versions."), name
+            assert inspect.getdoc(member), f"{name} has no docstring"
+
+
+def test_no_public_name_is_left_out_of_all() -> None:
+    for name in mcp_state_versions.__all__:
+        getattr(mcp_state_versions, name)  # load everything, as a user's code may
+    public = {
+        name
+        for name, member in vars(mcp_state_versions).items()
+        if not name.startswith("_") and not inspect.ismodule(member)
+    }
+    assert public - {"annotations", "importlib", "sys", "types", "TYPE_CHECKING", "Any"} <= set(
+        mcp_state_versions.__all__
+    )
+
+
+def test_names_shared_with_their_modules_stay_functions() -> None:
+    """``publish`` and ``sweep`` are functions in modules of the same name; importing the
+    modules must not turn the package's names into the modules."""
+    import mcp_state_versions.publish
+    import mcp_state_versions.sweep
+    from mcp_state_versions import publish, sweep
+
+    assert inspect.isfunction(publish) and inspect.isfunction(sweep)
+    assert inspect.isfunction(mcp_state_versions.publish)
