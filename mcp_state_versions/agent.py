@@ -102,7 +102,7 @@ def build_agent(
     model: BaseChatModel,
     tools: Sequence[BaseTool],
     *,
-    checkpointer: BaseCheckpointSaver | None = None,
+    checkpointer: BaseCheckpointSaver | bool | None = None,
     allowed_keys: Sequence[str] | None = None,
     history: HistoryOption = AUTO,
     system_prompt: str | None = SESSION_STATE_PROMPT,

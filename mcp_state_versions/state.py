@@ -235,6 +235,11 @@ def make_merge_tool_state(
             if books is None:
                 books, found_raw = _open_books(merged)
                 books.update(bounds)
+            if _from_an_earlier_turn(update, books):
+                # another branch's state: it replaces ours whole (see _from_an_earlier_turn)
+                merged.clear()
+                books, found_raw = _open_books({})
+                books.update(bounds)
             merge_one(merged, books, update, replayed)
             for key in found_raw:
                 if not is_entry(merged.get(key)):
@@ -427,6 +432,25 @@ def _placement(books: Mapping[str, Any], stamp: int | None) -> int:
     if turn is not None:
         return turn if books["open"] else turn + 1
     return books["newest"] if stamp is None else stamp
+
+
+def _from_an_earlier_turn(update: Mapping[str, Any], books: Mapping[str, Any]) -> bool:
+    """Whether ``update`` is a whole ``tool_state`` whose clock is at an earlier turn than ours.
+
+    State only moves forward along a branch: a subgraph's state is its parent's plus what the
+    subgraph did, and the parent takes it back. A whole state from an earlier turn is the
+    state of another branch. A persistent subgraph (``checkpointer=True``) keeps its own
+    newest state across its parent's runs; when the parent forks from an earlier turn, that
+    state is the abandoned branch's, and the parent's input is the fork's. Merged entry by
+    entry, the later ``seq`` and turn of the abandoned branch would win: the fork would read
+    turn 3's value at turn 2, and a turn that never happened on it. So the earlier-turn state
+    replaces ours whole, as a plain last-value channel would.
+    """
+    ours = books.get("turn")
+    if ours is None or not _is_whole_state(update):
+        return False
+    theirs = update[CLOCK_KEY].get("turn")
+    return type(theirs) is int and theirs < ours
 
 
 def _is_whole_state(update: Mapping[str, Any]) -> bool:

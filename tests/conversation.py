@@ -159,10 +159,17 @@ def agent_graph(saver: Any, ring_size: int) -> Any:
     return build_agent(model(), [put, gated_put, raw_put], checkpointer=saver, ring_size=ring_size)
 
 
-def subgraph_host(saver: Any, ring_size: int) -> Any:
-    """A parent graph sharing tool_state with the agent, used as a node (a subgraph)."""
+def subgraph_host(saver: Any, ring_size: int, *, persistent: bool = False) -> Any:
+    """A parent graph sharing tool_state with the agent, used as a node (a subgraph); with
+    ``persistent`` the agent keeps its own state across the parent's runs
+    (``checkpointer=True``)."""
     reducer = make_merge_tool_state(ring_size=ring_size)
-    inner = build_agent(model(), [put, gated_put, raw_put], ring_size=ring_size)
+    inner = build_agent(
+        model(),
+        [put, gated_put, raw_put],
+        ring_size=ring_size,
+        checkpointer=True if persistent else None,
+    )
     graph = StateGraph(make_session_state(reducer))
     graph.add_node("open_turn", open_turn)
     graph.add_node("agent", inner)

@@ -101,6 +101,15 @@ async def prune_between(conv: Conversation) -> None:
     await conv.say("put j=after")
 
 
+async def persistent_subgraph_fork(conv: Conversation) -> None:
+    """A persistent subgraph sharing tool_state: after the parent forks from turn 1, the
+    subgraph's own newest state is the abandoned branch's; the fork's must win."""
+    for value in ("1", "2", "3"):
+        await conv.say(f"put k={value}")
+    await conv.fork(1, "put j=F")
+    await conv.say("put k=after")
+
+
 async def edits_in_place(conv: Conversation) -> None:
     """The operator's natural edit: get_state, change a value, write the whole back."""
     await conv.say("put k=a j=b")
@@ -138,6 +147,10 @@ SCENARIOS: dict[str, tuple[Scenario, Callable[..., Any]]] = {
     "subgraph-edits": (edits, subgraph_host),
     "prune": (prune_between, agent_graph),
     "edits-in-place": (edits_in_place, agent_graph),
+    "persistent-subgraph-fork": (
+        persistent_subgraph_fork,
+        lambda s, r: subgraph_host(s, r, persistent=True),
+    ),
     "overwrite": (
         lambda conv: overwrites(conv, plain=False),
         lambda s, r: host_graph(s, ring_size=r, compact=summarize),
