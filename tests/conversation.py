@@ -218,10 +218,13 @@ class Conversation:
     def config(self) -> dict[str, Any]:
         return {"configurable": {"thread_id": self.thread_id}}
 
-    async def _invoke(self, payload: Any, config: dict[str, Any]) -> dict[str, Any]:
+    async def _invoke(
+        self, payload: Any, config: dict[str, Any], durability: str | None = None
+    ) -> dict[str, Any]:
+        options = {} if durability is None else {"durability": durability}
         if self.sync:
-            return self.graph.invoke(payload, config)
-        return await self.graph.ainvoke(payload, config)
+            return self.graph.invoke(payload, config, **options)
+        return await self.graph.ainvoke(payload, config, **options)
 
     async def _state(self) -> Any:
         if self.sync:
@@ -238,9 +241,12 @@ class Conversation:
             self.notebook.turn(writes)
         self.end_ids.append(snapshot.config["configurable"]["checkpoint_id"])
 
-    async def say(self, text: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def say(
+        self, text: str, config: dict[str, Any] | None = None, *, durability: str | None = None
+    ) -> dict[str, Any]:
         """One user turn; ``put`` assignments are noted as the turn's writes, in order."""
-        result = await self._invoke({"messages": [HumanMessage(text)]}, config or self.config)
+        payload = {"messages": [HumanMessage(text)]}
+        result = await self._invoke(payload, config or self.config, durability)
         if (await self._state()).tasks:  # paused on an interrupt: the turn goes on
             self.notebook.pending = _ASSIGNMENT.findall(text)
             return result

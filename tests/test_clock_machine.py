@@ -1,5 +1,6 @@
-"""A stateful property test: any sequence of turns, trims, summaries, edits, forks, prunes and
-reloads leaves every ``(key, turn)`` answer equal to a careful person's notebook.
+"""A stateful property test: any sequence of turns (in any durability mode, with stamps that
+lie), trims, summaries, edits (one key, or the whole tool_state written back), Overwrites, forks,
+prunes and reloads leaves every ``(key, turn)`` answer equal to a careful person's notebook.
 
 Two conversations take the same steps, one with a ring of 8 and one without (so its older reads
 all walk checkpoints); after every step both are checked against the notebook, with history
@@ -33,9 +34,10 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from mcp_state_versions import prune_thread
 from mcp_state_versions.backends import run_sync
 from mcp_state_versions.checkpoint_walk import CheckpointHistory
+from mcp_state_versions.state import TURN_METADATA_KEY
 
 from .conftest import PG_DSN, postgres_unavailable
-from .conversation import Conversation, Notebook, agent_graph
+from .conversation import PUT, Conversation, Notebook, agent_graph
 
 KEYS = ["a", "b", "c"]
 writes = st.lists(
@@ -77,11 +79,39 @@ class ClockMachine(_OnASaver):
     def turns(self) -> int:
         return len(self.convs[0].notebook.ends)
 
-    @rule(assignments=writes)
-    def user_turn(self, assignments: list[tuple[str, str]]) -> None:
+    @rule(
+        assignments=writes,
+        durability=st.sampled_from(["async", "sync", "exit"]),
+        stamp=st.none() | st.integers(0, 50),
+    )
+    def user_turn(
+        self, assignments: list[tuple[str, str]], durability: str, stamp: int | None
+    ) -> None:
+        """A turn in any durability mode, its checkpoints stamped with any turn (a stamp is the
+        caller's word: no answer may depend on it)."""
         text = "put " + " ".join(f"{k}={v}" for k, v in assignments) if assignments else "chat"
         for conv in self.convs:
-            run_sync(conv.say(text))
+            config = dict(conv.config)
+            if stamp is not None:
+                config["metadata"] = {TURN_METADATA_KEY: stamp}
+            run_sync(conv.say(text, config, durability=durability))
+
+    @precondition(lambda self: bool(self.convs[0].notebook.current))
+    @rule(data=st.data(), value=st.sampled_from(["W1", "W2"]))
+    def edit_in_place(self, data: st.DataObject, value: str) -> None:
+        """An operator's whole tool_state from get_state, one value changed, written back."""
+        keys = sorted(self.convs[0].notebook.current)
+        key = data.draw(st.sampled_from(keys), label="key edited in place")
+        for conv in self.convs:
+            run_sync(conv.edit_in_place(key.removeprefix(PUT), value))
+
+    @precondition(lambda self: self.turns > 0)
+    @rule(plain=st.booleans())
+    def overwrite(self, plain: bool) -> None:
+        """An operator's Overwrite of tool_state with every key as readers see it (no clock)."""
+        for conv in self.convs:
+            keys = [key.removeprefix(PUT) for key in conv.notebook.current]
+            run_sync(conv.overwrite(keys, plain=plain))
 
     @precondition(lambda self: self.turns > 0)
     @rule()
