@@ -9,7 +9,6 @@ and one that opens the SQLite file and reads one row (what a read must do at the
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import io
@@ -20,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from .common import quick_repeats
 
 TARGET_S = 0.3
 """``--help`` and ``--version`` answer within this (issue target)."""
@@ -75,10 +76,7 @@ def table(figures: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.cli")
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
-    args = parser.parse_args()
-    figures = measure(5 if args.quick else 15)
+    figures = measure(quick_repeats("python -m benchmarks.cli", 15))
     print(table(figures))
     worst = max(figures[name]["max"] for name in ("--version", "--help"))
     print(f"\n--help and --version: worst {worst:.2f} s (target ≤ {TARGET_S} s)")

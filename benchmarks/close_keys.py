@@ -10,17 +10,14 @@ matches among the keys in state, on the event loop. Measured through the ``inspe
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import random
 import string
 from typing import Any
 
-from langgraph.prebuilt import ToolRuntime
-
 from mcp_state_versions import make_inspect_state, make_merge_tool_state
 
-from .common import timed_sync
+from .common import quick_repeats, runtime_over, timed_sync
 
 KEY_LENGTH = 167
 TARGET_MS = 50.0
@@ -42,14 +39,7 @@ def measure(repeat: int, counts: tuple[int, ...] = (500, 5000)) -> dict[str, Any
     for count in counts:
         keys = _keys(count)
         tool_state = make_merge_tool_state()({}, {key: {"value": 1} for key in keys})
-        runtime = ToolRuntime(
-            state={"tool_state": tool_state},
-            context=None,
-            config={},
-            stream_writer=lambda _: None,
-            tool_call_id="k",
-            store=None,
-        )
+        runtime = runtime_over(tool_state)
         asked = keys[count // 2][:-4] + "zzzz"  # a typo of a key in state
         answer = tool.func(key=asked, runtime=runtime)
         assert keys[count // 2] in answer, answer[:200]
@@ -80,10 +70,7 @@ def table(figures: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.close_keys")
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
-    args = parser.parse_args()
-    figures = measure(5 if args.quick else 21)
+    figures = measure(quick_repeats("python -m benchmarks.close_keys", 21))
     print(table(figures))
     worst = max(cell["answer_ms"]["max"] for k, cell in figures.items() if k.isdigit())
     print(f"\nworst answer {worst:.1f} ms (target ≤ {TARGET_MS:.0f} ms)")

@@ -170,3 +170,24 @@ async def full_walk_read(graph: Any, thread_id: str, turn: int) -> Any:
         if count_turns(snapshot.values.get("messages")) == turn:
             return snapshot.values.get("tool_state", {}).get(KEY, {}).get("value")
     return None
+
+
+def runtime_over(tool_state: Mapping[str, Any], call_id: str = "bench") -> ToolRuntime:
+    """A tool's runtime over ``tool_state`` alone, as a ``ToolNode`` would hand it to a tool."""
+    return ToolRuntime(
+        state={"tool_state": tool_state},
+        context=None,
+        config={},
+        stream_writer=lambda _: None,
+        tool_call_id=call_id,
+        store=None,
+    )
+
+
+def quick_repeats(prog: str, full: int, quick: int = 5) -> int:
+    """The repetitions a standalone benchmark's command line asks for (``--quick``: fewer)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    return quick if parser.parse_args().quick else full

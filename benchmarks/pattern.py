@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from langgraph.prebuilt import ToolRuntime
-
 from mcp_state_versions import make_inspect_state, make_merge_tool_state
 
-from .common import timed_sync
+from .common import runtime_over, timed_sync
 
 PATTERNS = ["(a+)+$", "(x+x+)+y", "(.*a){12}", "f9999 =", "no such text"]
 
@@ -24,14 +22,7 @@ def measure(repeat: int) -> dict[str, Any]:
     key = "big/value/doc"
     fields = {f"f{i}": "a" * 100 for i in range(10_000)}  # 10,000 lines of about 110 bytes
     tool_state = make_merge_tool_state()({}, {key: {"value": fields}})
-    runtime = ToolRuntime(
-        state={"tool_state": tool_state},
-        context=None,
-        config={},
-        stream_writer=lambda _: None,
-        tool_call_id="p",
-        store=None,
-    )
+    runtime = runtime_over(tool_state)
     tool = make_inspect_state(history=None)
     out: dict[str, Any] = {"value_bytes": len(json.dumps(fields))}
     for pattern in PATTERNS:

@@ -62,21 +62,32 @@ async def damage(saver: Any, kind: str, thread_id: str, checkpoint_id: str, how:
         saver.blobs[(thread_id, "", TOOL_STATE, version)] = ("msgpack", garbage)
         assert found
     elif kind == "sqlite":
+        await _execute(
+            saver,
+            "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?",
+            (garbage, thread_id, checkpoint_id),
+        )
+    else:
+        await _execute(
+            saver,
+            "UPDATE checkpoint_blobs b SET blob = %s FROM checkpoints c "
+            "WHERE c.thread_id = %s AND c.checkpoint_id = %s AND b.thread_id = c.thread_id "
+            "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = %s "
+            "AND b.version = c.checkpoint -> 'channel_versions' ->> %s",
+            (garbage, thread_id, checkpoint_id, TOOL_STATE, TOOL_STATE),
+        )
+
+
+async def _execute(saver: Any, sql: str, params: tuple[Any, ...]) -> None:
+    """One statement on a SQL saver's own connection, committed (SQLite's ``?`` marks, or
+    PostgreSQL's ``%s``)."""
+    if "%s" not in sql:
         async with saver.lock:
-            await saver.conn.execute(
-                "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?",
-                (garbage, thread_id, checkpoint_id),
-            )
+            await saver.conn.execute(sql, params)
             await saver.conn.commit()
     else:
         async with saver._cursor() as cursor:
-            await cursor.execute(
-                "UPDATE checkpoint_blobs b SET blob = %s FROM checkpoints c "
-                "WHERE c.thread_id = %s AND c.checkpoint_id = %s AND b.thread_id = c.thread_id "
-                "AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = %s "
-                "AND b.version = c.checkpoint -> 'channel_versions' ->> %s",
-                (garbage, thread_id, checkpoint_id, TOOL_STATE, TOOL_STATE),
-            )
+            await cursor.execute(sql, params)
 
 
 async def _thread(saver: Any) -> tuple[Any, str]:
@@ -155,21 +166,12 @@ async def test_a_damaged_head_is_one_line_from_the_cli_and_earlier_turns_still_r
 
 async def _set_parent(saver: Any, kind: str, thread_id: str, child: str, parent: str) -> None:
     """Point ``child``'s parent link at ``parent`` in storage (damage: a hand edit, a copy)."""
-    if kind == "sqlite":
-        async with saver.lock:
-            await saver.conn.execute(
-                "UPDATE checkpoints SET parent_checkpoint_id = ? "
-                "WHERE thread_id = ? AND checkpoint_id = ?",
-                (parent, thread_id, child),
-            )
-            await saver.conn.commit()
-    else:
-        async with saver._cursor() as cursor:
-            await cursor.execute(
-                "UPDATE checkpoints SET parent_checkpoint_id = %s "
-                "WHERE thread_id = %s AND checkpoint_id = %s",
-                (parent, thread_id, child),
-            )
+    mark = "?" if kind == "sqlite" else "%s"
+    sql = (
+        f"UPDATE checkpoints SET parent_checkpoint_id = {mark} "
+        f"WHERE thread_id = {mark} AND checkpoint_id = {mark}"
+    )
+    await _execute(saver, sql, (parent, thread_id, child))
 
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
