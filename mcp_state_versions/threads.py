@@ -34,6 +34,8 @@ class ThreadSummary:
     last_write: datetime | None
     stored_bytes: int
     damage: str | None = None
+    cursor: str = ""
+    """Where a listing that ends with this thread goes on from (``list_threads(before=...)``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,7 @@ async def list_threads(
                 last_write=None if made is None else datetime.fromtimestamp(made, UTC),
                 stored_bytes=await backend.stored_bytes(thread_id, None, None),
                 damage=damage,
+                cursor=head,
             )
         )
     more = len(rows) > limit

@@ -326,3 +326,33 @@ async def test_the_schema_documents_problems_as_they_are_sent() -> None:
     ]
     assert errors and all("application/json" not in r.get("content", {}) for r in errors)
     assert all("application/problem+json" in r["content"] for r in errors if "content" in r)
+
+
+async def test_the_listing_cursor_reveals_no_thread_the_caller_may_not_read() -> None:
+    """Pages hold only threads the caller may read, full where there are enough, and every
+    cursor is one of those threads' own; paging through sees each of them once."""
+    saver = PruningInMemorySaver()
+    for n in range(7):
+        await run_turn(agent_on(saver), f"{'mine' if n % 3 == 0 else 'theirs'}-{n}", "find Oslo")
+    app = create_app(saver, authorize=lambda request, thread_id: thread_id.startswith("mine"))
+    seen: list[str] = []
+    async with client(app) as http:
+        heads = {
+            item["thread_id"]: item
+            for item in (await http.get("/threads", params={"limit": 50})).json()["threads"]
+        }
+        assert sorted(heads) == ["mine-0", "mine-3", "mine-6"]
+        cursor = None
+        while True:
+            params = {"limit": 1, **({"before": cursor} if cursor else {})}
+            body = (await http.get("/threads", params=params)).json()
+            seen += [item["thread_id"] for item in body["threads"]]
+            if body["next"] is None:
+                break
+            mine = [
+                (await CheckpointHistory(saver).branch_checkpoint_ids(thread))[0]
+                for thread in heads
+            ]
+            assert body["next"] in mine  # never a thread it may not read
+            cursor = body["next"]
+    assert sorted(seen) == ["mine-0", "mine-3", "mine-6"] and len(seen) == 3

@@ -30,23 +30,34 @@ async def threads(
         str | None, Query(max_length=1024, description="Only ids containing this")
     ] = None,
 ) -> ThreadList:
-    page = await list_threads(
-        settings(request).saver(), limit=limit, before=before, contains=contains
-    )
-    items = []
-    for summary in page.threads:
-        if not await allowed(request, summary.thread_id):
-            continue  # a caller sees only the threads it may read
-        items.append(
-            ThreadItem(
-                thread_id=summary.thread_id,
-                turns=summary.turns,
-                last_write=summary.last_write,
-                stored_bytes=summary.stored_bytes,
-                damage=summary.damage,
-            )
+    # A caller sees only the threads it may read, and the cursor is the last of those: a
+    # cursor past a thread it may not read would tell that thread's newest checkpoint id.
+    # Pages of threads it may not read are gone past until the page is full or none are left.
+    items: list[ThreadItem] = []
+    cursors: list[str] = []
+    cursor, more = before, True
+    while more and len(items) < limit:
+        page = await list_threads(
+            settings(request).saver(), limit=limit, before=cursor, contains=contains
         )
-    return ThreadList(threads=items, next=page.next)
+        for summary in page.threads:
+            if len(items) == limit:
+                break
+            if not await allowed(request, summary.thread_id):
+                continue
+            items.append(
+                ThreadItem(
+                    thread_id=summary.thread_id,
+                    turns=summary.turns,
+                    last_write=summary.last_write,
+                    stored_bytes=summary.stored_bytes,
+                    damage=summary.damage,
+                )
+            )
+            cursors.append(summary.cursor)
+        cursor, more = page.next, page.next is not None
+    full = len(items) == limit and (more or cursors[-1] != page.threads[-1].cursor)
+    return ThreadList(threads=items, next=cursors[-1] if full else None)
 
 
 @router.get("/{thread_id}/turns", responses=PROBLEMS, summary="Turns and retention")
