@@ -514,6 +514,19 @@ class CheckpointHistory:
 
         return index, states()
 
+    async def messages_at_end_of(self, thread_id: str, turn: int) -> list[Any] | None:
+        """The thread's messages as ``turn`` ended on this branch; ``None`` when the turn never
+        happened or is no longer retained (what a reader shows beside a turn's values)."""
+        chain = await self._chain(thread_id)
+        index = await chain.index()
+        if turn not in index.retained:
+            return None
+        found = await chain.end_of_turn_confirmed(turn)
+        if found is None:
+            return None
+        values = await self.backend.values(thread_id, self.namespace, chain.links[found][ID])
+        return list((values or {}).get("messages") or [])
+
     async def branch_checkpoint_ids(self, thread_id: str) -> list[str]:
         """The checkpoints of the thread's current branch, newest (the head) first."""
         return [link[ID] for link in (await self._chain(thread_id)).links]

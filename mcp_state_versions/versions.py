@@ -51,6 +51,7 @@ __all__ = [
     "RingPolicy",
     "VersionSpan",
     "advance",
+    "answers_from",
     "canonical",
     "ring_reaches_first",
     "same_value",
@@ -339,6 +340,19 @@ class RingMiss:
 
 
 RingLookup = RingHit | RingBeforeFirst | RingMiss
+
+
+def answers_from(entry: StateEntry) -> int | None:
+    """The earliest turn from which on the entry alone answers every turn with a value (its
+    current version and the ring's kept versions before it, back to the first gap); ``None``
+    when not even the current value is held. A turn retention removed from history can still
+    be read from there."""
+    earliest = None
+    for span in reversed(version_spans(entry)):
+        if not span.kept:
+            break
+        earliest = span.since
+    return earliest
 
 
 def value_at_turn(entry: StateEntry, turn: int) -> RingLookup:

@@ -356,3 +356,26 @@ async def test_the_listing_cursor_reveals_no_thread_the_caller_may_not_read() ->
             assert body["next"] in mine  # never a thread it may not read
             cursor = body["next"]
     assert sorted(seen) == ["mine-0", "mine-3", "mine-6"] and len(seen) == 3
+
+
+async def test_a_turn_s_conversation_names_its_message_calls_and_reply() -> None:
+    saver = PruningInMemorySaver()
+    agent = agent_on(saver, ring_size=1)
+    for text in ("find Copenhagen", "chat", "find Oslo"):
+        await run_turn(agent, "talk", text)
+    async with client(create_app(saver)) as http:
+        turn = (await http.get("/threads/talk/turns/3")).json()
+        assert turn["user"] == "find Oslo" and turn["reply"]
+        [call] = turn["calls"]
+        assert call["tool"] == "get_aoi" and call["args"] == {"place": "Oslo"}
+        assert BBOX in call["keys"] and call["result"].startswith("[state updated:")
+        chat = (await http.get("/threads/talk/turns/2")).json()
+        assert chat["user"] == "chat" and chat["calls"] == []
+        never = await http.get("/threads/talk/turns/9")
+        assert never.status_code == 404 and never.json()["code"] == "turn_never_happened"
+        await prune_thread(saver, "talk", keep_turns=1)
+        gone = await http.get("/threads/talk/turns/1")
+        assert gone.status_code == 410 and gone.json()["code"] == "turn_not_retained"
+        keys = (await http.get("/threads/talk/timeline")).json()["keys"]
+        known = {row["key"]: row["known_from"] for row in keys}
+        assert known[BBOX] == 1  # Oslo since 3, and the ring's Copenhagen since 1

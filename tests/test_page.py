@@ -33,6 +33,10 @@ pytestmark = pytest.mark.skipif(
     reason=f"no browser at {CHROMIUM} (apt-get install chromium)",
 )
 
+KNOWN = "known-after-prune"
+"""A thread pruned to its last turn whose key has held one value since turn 1: the pruned turns
+are still known, from the key's own entry."""
+
 # Turns: 1 chat, 2 Copenhagen, 3 chat, 4 Aarhus, 5 chat, 6 Oslo, 7 chat; then turns 1–2 pruned.
 SCRIPT = ["chat", "find Copenhagen", "chat", "find Aarhus", "chat", "find Oslo", "chat"]
 
@@ -50,6 +54,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 await run_turn(agent, THREAD, text)
             await run_turn(agent, "another-thread", "find Oslo")
             await prune_thread(saver, THREAD, keep_turns=5)
+            for text in ("find Copenhagen", "chat", "chat"):
+                await run_turn(agent, KNOWN, text)
+            await prune_thread(saver, KNOWN, keep_turns=1)
 
     # In a thread of its own: Playwright's sync API keeps an event loop running in this one.
     with ThreadPoolExecutor(1) as writer:
@@ -179,3 +186,67 @@ def test_the_grid_is_used_from_the_keyboard(page: Any, served: str) -> None:
     detail.get_by_role("heading", name=f"{BBOX} at the end of turn 1").wait_for()
     detail.get_by_role("alert").wait_for()
     assert "turn 1 is no longer retained" in detail.get_by_role("alert").inner_text()
+
+
+def test_the_thread_list_reads_well(page: Any, served: str) -> None:
+    """Times are relative with the exact time on hover, and nothing stray is printed under
+    the table (it printed a literal null)."""
+    signed_in(page, served)
+    row = page.get_by_role("row").filter(has=page.get_by_role("link", name=THREAD))
+    written = row.get_by_role("cell").nth(2)
+    assert written.inner_text() in ("just now", "1 min ago", "2 min ago"), written.inner_text()
+    assert written.get_attribute("title").startswith("20")  # the exact ISO time
+    assert "null" not in page.locator("main").inner_text()
+
+
+def test_every_turn_is_labelled_and_pointing_at_one_tells_what_it_was(
+    page: Any, served: str
+) -> None:
+    signed_in(page, served).goto(f"{served}#/thread/{THREAD}")
+    page.get_by_role("grid", name="Keys by turn").wait_for()
+    headers = page.get_by_role("columnheader").all_inner_texts()
+    assert headers[1:] == [str(turn) for turn in range(1, 8)]
+    cell(page, BBOX, 6).hover()
+    panel = page.get_by_role("complementary", name="The turn")
+    panel.get_by_role("heading", name="Turn 6").wait_for()
+    text = panel.inner_text()
+    assert "User: find Oslo" in text and 'get_aoi({"place":"Oslo"})' in text, text
+    assert "Reply: " in text and "(no reply)" not in text
+    page.get_by_role("columnheader", name="turn 3").hover()
+    panel.get_by_role("heading", name="Turn 3").wait_for()
+    assert "User: chat" in panel.inner_text()
+
+
+def test_a_cell_says_which_call_wrote_it_in_words_an_operator_reads(page: Any, served: str) -> None:
+    signed_in(page, served).goto(f"{served}#/thread/{THREAD}")
+    cell(page, BBOX, 5).click()
+    detail = page.locator("#detail")
+    detail.get_by_text("Written in turn 4 by").wait_for()
+    assert 'get_aoi({"place":"Aarhus"})' in detail.inner_text()
+    assert "ring" not in detail.inner_text()  # "read from the key's recent versions"
+    # The turn selected is shown beside it, as on hover.
+    panel = page.get_by_role("complementary", name="The turn")
+    panel.get_by_role("heading", name="Turn 5").wait_for()
+
+
+def test_any_two_versions_of_a_key_are_compared(page: Any, served: str) -> None:
+    signed_in(page, served).goto(f"{served}#/thread/{THREAD}")
+    cell(page, BBOX, 7).click()
+    page.locator("#detail").get_by_text("Written in turn 6 by").wait_for()
+    cell(page, BBOX, 3).click(modifiers=["Shift"])
+    detail = page.locator("#detail")
+    detail.get_by_role("heading", name="Changes from turn 3 to turn 7").wait_for()
+    assert "-   12.4," in detail.locator("del").all_inner_texts()  # Copenhagen's
+    assert "+   10.6," in detail.locator("ins").all_inner_texts()  # Oslo's
+
+
+def test_a_pruned_turn_still_known_is_drawn_apart_and_reads(page: Any, served: str) -> None:
+    signed_in(page, served).goto(f"{served}#/thread/{KNOWN}")
+    page.get_by_role("grid", name="Keys by turn").wait_for()
+    assert cell(page, BBOX, 1).get_attribute("class") == "pruned-known"
+    assert "still hold its value" in cell(page, BBOX, 1).get_attribute("title")
+    cell(page, BBOX, 1).click()
+    detail = page.locator("#detail")
+    detail.get_by_role("heading", name=f"{BBOX} at the end of turn 1").wait_for()
+    detail.get_by_text("12.4").first.wait_for()
+    assert detail.get_by_role("alert").count() == 0

@@ -105,6 +105,9 @@ class KeyTimelineItem(BaseModel):
     #: Turns whose end held the key without its value (too large for the size budget).
     evicted: list[int]
     versions: int
+    #: The earliest turn the key's own recent versions still answer (its ring), retained or
+    #: not; ``None`` when not even its current value is held.
+    known_from: int | None = None
 
 
 class TimelineBody(BaseModel):
@@ -118,3 +121,24 @@ class Turns(BaseModel):
     thread_id: str
     total: int
     retained: RetainedTurns | None
+
+
+class ToolCallItem(BaseModel):
+    """A tool call of a turn: the tool, its arguments, what it returned, the keys it wrote."""
+
+    id: str
+    tool: str
+    args: dict[str, JsonValue]
+    result: str | None
+    keys: list[str]
+
+
+class TurnConversationBody(BaseModel):
+    """What a turn was about: the user's message that opened it, its tool calls, the reply that
+    ended it (``null`` where the messages no longer hold them)."""
+
+    thread_id: str
+    turn: int
+    user: str | None
+    reply: str | None
+    calls: list[ToolCallItem]

@@ -5,14 +5,24 @@ timeline (every key over every retained turn, which the page draws)."""
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 
+from ..conversation import turn_conversation
 from ..history import retained_span
 from ..resolve import key_allowed, resolve_timeline
 from ..threads import list_threads
+from ..versions import answers_from
 from .access import PROBLEMS, History, Thread, allowed, authenticated, settings
-from .models import KeyTimelineItem, ThreadItem, ThreadList, TimelineBody, Turns
-from .problems import RetainedTurns
+from .models import (
+    KeyTimelineItem,
+    ThreadItem,
+    ThreadList,
+    TimelineBody,
+    ToolCallItem,
+    TurnConversationBody,
+    Turns,
+)
+from .problems import Problem, ProblemError, RetainedTurns
 
 __all__ = ["router"]
 
@@ -84,9 +94,46 @@ async def timeline(
         history, thread_id, visible=lambda key: key_allowed(key, allowed_keys)
     )
     span = retained_span(found.retained)
+    entries = present.tool_state
     return TimelineBody(
         thread_id=thread_id,
         total=found.total,
         retained=None if span is None else RetainedTurns(**span),
-        keys=[KeyTimelineItem(**asdict(row)) for row in found.keys],
+        keys=[
+            KeyTimelineItem(
+                **asdict(row),
+                known_from=answers_from(entries[row.key]) if row.key in entries else None,
+            )
+            for row in found.keys
+        ],
+    )
+
+
+@router.get(
+    "/{thread_id}/turns/{turn}",
+    responses={**PROBLEMS, 410: {"model": Problem, "description": "Turn no longer retained"}},
+    summary="What a turn was: its user message, tool calls and reply",
+)
+async def turn_conversation_of(
+    thread_id: str, turn: Annotated[int, Path(ge=1)], present: Thread, history: History
+) -> TurnConversationBody:
+    messages = await history.messages_at_end_of(thread_id, turn)
+    if messages is None:
+        index = await history.turns(thread_id)
+        if turn > index.total:
+            raise ProblemError(
+                404,
+                "turn_never_happened",
+                f"thread {thread_id!r} has had {index.total} turns; there is no turn {turn}",
+            )
+        raise ProblemError(
+            410, "turn_not_retained", f"turn {turn} of thread {thread_id!r} is no longer retained"
+        )
+    found = turn_conversation(messages)
+    return TurnConversationBody(
+        thread_id=thread_id,
+        turn=turn,
+        user=found.user,
+        reply=found.reply,
+        calls=[ToolCallItem(**asdict(call)) for call in found.calls],
     )

@@ -41,8 +41,23 @@ function el(tag, attrs = {}, ...children) {
 }
 
 function show(...nodes) {
-  main.replaceChildren(...nodes);
+  main.replaceChildren(...nodes.filter((node) => node != null));
 }
+
+// "3 min ago", from an ISO time; the exact time goes in the element's title.
+function ago(iso) {
+  const seconds = (Date.now() - Date.parse(iso)) / 1000;
+  if (!Number.isFinite(seconds)) return "";
+  for (const [unit, size] of [["day", 86400], ["h", 3600], ["min", 60]]) {
+    if (seconds >= size) {
+      const count = Math.floor(seconds / size);
+      return unit === "day" ? `${count} day${count === 1 ? "" : "s"} ago` : `${count} ${unit} ago`;
+    }
+  }
+  return "just now";
+}
+
+const SOURCES = { ring: "read from the key's recent versions", history: "read from the thread's history" };
 
 function bytes(count) {
   for (const [unit, size] of [["GB", 2 ** 30], ["MB", 2 ** 20], ["KB", 2 ** 10]]) {
@@ -89,12 +104,19 @@ async function threadsPage(contains = "", before = null, rows = []) {
     el("thead", {}, el("tr", {}, ["thread", "turns", "last write", "stored"].map((h) => el("th", { scope: "col" }, h)))),
     el("tbody", {}, rows.map((t) => el("tr", {},
       el("td", {}, el("a", { href: `#/thread/${encodeURIComponent(t.thread_id)}` }, t.thread_id)),
-      el("td", { title: t.damage || "" }, t.turns ?? "damaged"), el("td", {}, t.last_write || ""), el("td", {}, bytes(t.stored_bytes))))));
+      el("td", { title: t.damage || "" }, t.turns ?? "damaged"), el("td", { title: t.last_write || "" }, t.last_write ? ago(t.last_write) : ""), el("td", {}, bytes(t.stored_bytes))))));
   const more = body.next
     ? el("button", { type: "button", onclick: () => threadsPage(contains, body.next, rows) }, "More threads")
     : null;
   show(form, rows.length ? table : el("p", {}, contains ? "No thread id contains that." : "No threads yet."), more);
 }
+
+// What each cell's colour means, in words (cells' labels and titles).
+const WORDS = {
+  written: "written", rewritten: "rewritten", held: "held", unset: "not set yet", evicted: "evicted",
+  pruned: "pruned: no longer retained",
+  "pruned-known": "pruned, the key's recent versions still hold its value",
+};
 
 // The grid shows a window of turns; the keyboard moves a cursor over it (roving tabindex).
 const WINDOW = 40;
@@ -119,7 +141,7 @@ class Timeline {
   }
 
   status(row, turn) {
-    if (turn < this.first) return "pruned";
+    if (turn < this.first) return row.known_from != null && turn >= row.known_from ? "pruned-known" : "pruned";
     if (turn < row.set_from) return "unset";
     if (row.evictedSet.has(turn)) return "evicted";
     if (row.startSet.has(turn)) return turn === row.first_written ? "written" : "rewritten";
@@ -138,7 +160,9 @@ class Timeline {
       el("button", { type: "button", disabled: this.end >= this.total, onclick: () => this.shift(WINDOW) }, "Later turns ▶"));
     const legend = el("div", { class: "legend" },
       el("span", { class: "written" }, "written"), el("span", { class: "rewritten" }, "rewritten"),
-      el("span", { class: "held" }, "held"), el("span", { class: "pruned" }, "pruned"),
+      el("span", { class: "held" }, "held"),
+      el("span", { class: "pruned-known" }, "pruned, value still known"),
+      el("span", { class: "pruned" }, "pruned"),
       el("span", { class: "evicted" }, "evicted"));
     if (!this.keys.length) {
       return show(heading, bar, el("p", {}, "No key has been published in the retained turns."));
@@ -148,8 +172,8 @@ class Timeline {
     const grid = el("table", { class: "grid", role: "grid", "aria-label": "Keys by turn",
       onkeydown: (event) => this.key(event) },
       el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "key \\ turn"),
-        turns.map((turn) => el("th", { scope: "col", "aria-label": `turn ${turn}` },
-          turn % 10 === 0 || turn === start ? turn : "")))),
+        turns.map((turn) => el("th", { scope: "col", "aria-label": `turn ${turn}`, "data-turn": turn,
+          onmouseenter: () => this.showTurn(turn) }, turn)))),
       el("tbody", {}, this.keys.map((row, index) => el("tr", {},
         el("th", { scope: "row", class: "key" }, row.key),
         turns.map((turn) => {
@@ -157,12 +181,38 @@ class Timeline {
           const chosen = index === this.row && turn === this.turn;
           return el("td", { class: status, role: "gridcell", tabindex: chosen ? "0" : "-1",
             "aria-selected": chosen ? "true" : "false", "data-row": index, "data-turn": turn,
-            "aria-label": `${row.key}, turn ${turn}: ${status}`, title: `${row.key} · turn ${turn} · ${status}`,
-            onclick: () => this.open(index, turn) });
+            "aria-label": `${row.key}, turn ${turn}: ${WORDS[status]}`, title: `${row.key} · turn ${turn} · ${WORDS[status]}`,
+            onmouseenter: () => this.showTurn(turn),
+            onclick: (event) => event.shiftKey ? this.compare(index, turn) : this.open(index, turn) });
         })))));
     this.detail = el("section", { id: "detail", "aria-live": "polite" },
-      el("p", { class: "note" }, "Choose a cell (click, or arrows and Enter) to see the value at that turn."));
-    show(heading, bar, legend, el("div", { class: "grid-wrap" }, grid), this.detail);
+      el("p", { class: "note" }, "Choose a cell (click, or arrows and Enter) to see the value at that turn; " +
+        "shift-click another turn of the same key to compare the two."));
+    this.turnPanel = el("aside", { id: "turn", "aria-live": "polite", "aria-label": "The turn" },
+      el("p", { class: "note" }, "Point at a turn to see what it was about."));
+    show(heading, bar, legend, el("div", { class: "grid-wrap" }, grid),
+      el("div", { class: "panels" }, this.detail, this.turnPanel));
+  }
+
+  // What a turn was: the user's message that opened it, its calls, the reply that ended it.
+  async conversation(turn) {
+    this.turns = this.turns || new Map();
+    if (!this.turns.has(turn)) this.turns.set(turn, api(`${threadPath(this.threadId)}/turns/${turn}`));
+    return this.turns.get(turn);
+  }
+
+  async showTurn(turn) {
+    this.shownTurn = turn;
+    const { status, body } = await this.conversation(turn);
+    if (this.shownTurn !== turn || !this.turnPanel) return;
+    const title = el("h2", {}, `Turn ${turn}`);
+    if (status !== 200) return this.turnPanel.replaceChildren(title, problem(body));
+    const calls = body.calls.map((call) => el("li", {}, el("code", {}, `${call.tool}(${JSON.stringify(call.args)})`),
+      call.keys.length ? ` wrote ${call.keys.join(", ")}` : ""));
+    this.turnPanel.replaceChildren(title,
+      el("p", { class: "said user" }, el("strong", {}, "User: "), body.user ?? "(no longer in the messages)"),
+      calls.length ? el("ul", { class: "calls" }, calls) : null,
+      el("p", { class: "said reply" }, el("strong", {}, "Reply: "), body.reply ?? "(no reply)"));
   }
 
   cell() {
@@ -212,6 +262,34 @@ class Timeline {
     event.preventDefault();
   }
 
+  // The call that wrote the version begun in turn `since`, from that turn's conversation.
+  async writer(key, since) {
+    const { status, body } = await this.conversation(since);
+    if (status !== 200) return el("p", { class: "note" }, `Written in turn ${since}; that turn is no longer retained.`);
+    const call = [...body.calls].reverse().find((c) => c.keys.includes(key));
+    if (!call) return el("p", { class: "note" }, `Written in turn ${since}, not by a tool call (an edit, or state handed in).`);
+    return el("div", { class: "writer" },
+      el("p", {}, `Written in turn ${since} by `, el("code", {}, `${call.tool}(${JSON.stringify(call.args)})`), ", which returned:"),
+      el("pre", {}, call.result ?? ""));
+  }
+
+  // Any two versions: the selected cell's and one shift-clicked in the same key's row.
+  async compare(index, turn) {
+    const first = this.selected;
+    if (!first || first.index !== index) return this.open(index, turn);
+    this.move(index, turn);
+    const row = this.keys[index];
+    const base = `${threadPath(this.threadId)}/state/${keyPath(row.key)}`;
+    const [a, b] = [first.turn, turn].sort((x, y) => x - y);
+    const title = el("h2", {}, `${row.key}: turn ${a} against turn ${b}`);
+    const [older, newer] = await Promise.all([api(`${base}?turn=${a}`), api(`${base}?turn=${b}`)]);
+    for (const answer of [older, newer]) {
+      if (answer.status !== 200) return this.detail.replaceChildren(title, problem(answer.body));
+    }
+    this.detail.replaceChildren(title, el("h2", {}, `Changes from turn ${a} to turn ${b}`),
+      diff(JSON.stringify(older.body.value, null, 2), JSON.stringify(newer.body.value, null, 2)));
+  }
+
   // The version in place at the end of `turn` began at the latest start at or before it.
   versionStart(row, turn) {
     let found = null;
@@ -225,14 +303,17 @@ class Timeline {
     const base = `${threadPath(this.threadId)}/state/${keyPath(row.key)}`;
     const title = el("h2", {}, `${row.key} at the end of turn ${turn}`);
     this.detail.replaceChildren(title, el("p", { class: "note" }, "Reading…"));
+    this.selected = { index, turn };
+    this.showTurn(turn);
     const now = await api(`${base}?turn=${turn}`);
     if (now.status !== 200) return this.detail.replaceChildren(title, problem(now.body));
     const value = JSON.stringify(now.body.value, null, 2);
     const held = now.body.until == null
       ? `held from turn ${now.body.since ?? "?"}${now.body.since != null && now.body.until == null ? " on" : ""}`
       : `held turns ${now.body.since}–${now.body.until}`;
-    const parts = [title, el("p", { class: "note" }, `${held}; answered from the ${now.body.source}`), el("pre", {}, value)];
+    const parts = [title, el("p", { class: "note" }, `${held}; ${SOURCES[now.body.source] || now.body.source}`), el("pre", {}, value)];
     const since = now.body.since ?? this.versionStart(row, turn);
+    if (since != null) parts.push(await this.writer(row.key, since));
     if (since == null || since <= 1) {
       parts.push(el("p", { class: "note" }, "The first version of this key: nothing to compare with."));
       return this.detail.replaceChildren(...parts);
