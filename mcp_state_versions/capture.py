@@ -33,10 +33,12 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 from pydantic import BaseModel
 
+from .credentials import secret_paths
 from .handles import StateHandles
 from .history import HistoryOption
 from .publish import SECRET_NAMES, holds_fields, publication_of
 from .render import dumps
+from .state import ToolStateError
 from .view import ReadOnlyToolState
 
 __all__ = [
@@ -107,6 +109,8 @@ class Capture:
         return request.override(tool=copy)
 
     def _captured(self, request: ToolCallRequest, result: Any) -> Any:
+        if isinstance(result, Command) and self.secret_names:
+            _refuse_secrets_in(result, self.secret_names)
         if not self.captures(request.tool) or not isinstance(result, ToolMessage):
             return result
         if result.status == "error":
@@ -133,6 +137,24 @@ class Capture:
             f"{before}{text}{after}", tool_call_id=result.tool_call_id, name=result.name
         )
         return Command(update=published.update(message))
+
+
+def _refuse_secrets_in(command: Command, secret_names: str) -> None:
+    """Refuse a tool's own ``Command`` that writes a field named like a credential into
+    ``tool_state``: the tool call fails, before LangGraph stores any of the step's writes."""
+    update = command.update
+    writes = update.get("tool_state") if isinstance(update, Mapping) else None
+    if not isinstance(writes, Mapping):
+        return
+    for key, write in writes.items():
+        if isinstance(key, str) and isinstance(write, Mapping) and "value" in write:
+            found = secret_paths(write["value"], key, secret_names)
+            if found:
+                raise ToolStateError(
+                    f"tool_state write for {key!r} holds {', '.join(found[:5])}, named like a "
+                    "credential: secrets are never stored. Leave them out (publish does, and "
+                    "says so in the breadcrumb), or pass secret_names=None to store them"
+                )
 
 
 def _not_captured(message: ToolMessage, refused: TypeError) -> ToolMessage:

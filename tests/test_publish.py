@@ -11,6 +11,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.prebuilt import ToolRuntime
+from langgraph.types import Command
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
@@ -217,7 +218,7 @@ def test_names_matched_before_are_answered_the_same_past_the_memo_s_bound(
 ) -> None:
     """Field names are matched once a pattern and remembered; the memo starts over past its
     bound, and its answers (a name that is not text is never secret) stay the same."""
-    from mcp_state_versions.publish import _SecretNames, withheld
+    from mcp_state_versions.credentials import _SecretNames, withheld
 
     monkeypatch.setattr(_SecretNames, "MEMO", 3)
     fields = {"token": "t", 7: "seven", "a": 1, "b": 2, "c": {"password": "p", "d": 3}}
@@ -513,3 +514,53 @@ def test_ordinary_names_are_kept(name: str) -> None:
     from mcp_state_versions.publish import withheld
 
     assert withheld({name: 1}) == ({name: 1}, [])
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_tool_s_own_command_writing_a_secret_is_refused_before_it_is_stored(
+    kind: str, tmp_path: Any
+) -> None:
+    """A tool that writes tool_state itself (a Command, not publish) with a credential nested
+    in its value: the call fails with a ToolStateError naming the field, and the secret's bytes
+    are in no file or table."""
+    from uuid import uuid4
+
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import tool
+
+    from mcp_state_versions import build_agent
+    from mcp_state_versions.agent import run_turn
+    from mcp_state_versions.scripted import ScriptedChatModel, call
+    from mcp_state_versions.state import ToolStateError
+
+    from .conftest import open_backend
+
+    secret = f"sk-{uuid4().hex}"
+
+    @tool
+    def raw(runtime: ToolRuntime) -> Command:
+        """Write tool_state by hand."""
+        return Command(
+            update={
+                "tool_state": {"ops/raw/cfg": {"value": {"region": "eu", "API~KEY": secret}}},
+                "messages": [ToolMessage("done", tool_call_id=runtime.tool_call_id)],
+            }
+        )
+
+    script = [AIMessage("", tool_calls=[call("raw", "c1")]), AIMessage("ok")]
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = build_agent(ScriptedChatModel(replies=script), [raw], checkpointer=saver)
+        thread = f"gate-{uuid4().hex[:12]}"
+        with pytest.raises(ToolStateError, match="API~KEY, named like a credential"):
+            await run_turn(agent, thread, "write it")
+        if kind == "sqlite":
+            for path in tmp_path.glob("t.sqlite*"):
+                assert secret.encode() not in path.read_bytes(), path.name
+        else:
+            async with saver._cursor() as cursor:
+                await cursor.execute(
+                    "SELECT count(*) AS n FROM checkpoint_writes WHERE thread_id = %s "
+                    "AND position(%s in encode(blob, 'escape')) > 0",
+                    (thread, secret),
+                )
+                assert (await cursor.fetchone())["n"] == 0

@@ -78,7 +78,7 @@ async def test_two_processes_resuming_one_interrupt(
         assert stored == answers and not refused
     else:  # one is refused; both may be (their writes crossed), never neither
         assert len(stored) <= 1 and len(refused) == 2 - len(stored), outputs
-        assert thread_id in refused[0] and "another run continued" in refused[0]
+        assert thread_id in refused[0] and "another run stored its result" in refused[0]
     async with await open_backend(kind, tmp_path) as reader:
         assert sorted(await _branch_values(reader, thread_id)) == sorted(stored)
         present = await CheckpointHistory(reader).present(thread_id)

@@ -73,11 +73,12 @@ class ConcurrentResume(RuntimeError):
     def __init__(self, thread_id: str, checkpoint_id: str) -> None:
         self.thread_id, self.checkpoint_id = thread_id, checkpoint_id
         super().__init__(
-            f"thread {thread_id!r}: another run continued checkpoint {checkpoint_id} at the "
-            "same time as this one (the same interrupt resumed twice, with another answer, "
-            "or two runs with durability='exit'), and stored its result there first; this "
-            "run's result was not stored. Read the thread's state again (get_state) and, if "
-            "this answer is still wanted, run again from there"
+            f"thread {thread_id!r}: another run stored its result on checkpoint "
+            f"{checkpoint_id} first (a run continuing it at the same time: the same interrupt "
+            "resumed twice, with another answer, or two runs with durability='exit'; or an "
+            "earlier run that failed there), and a reload would read that one; this run's "
+            "result was not stored. Read the thread's state again (get_state) and, if this "
+            "answer is still wanted, run again from there"
         )
 
 
@@ -135,7 +136,10 @@ def _comparable(value: Any) -> Any:
 
 
 def _results(writes: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    return [(channel, _comparable(value)) for channel, value in writes if _kept(channel)]
+    """A task's writes as compared: by channel (a saver may give them back in another order),
+    each channel's in the order written."""
+    found = [(channel, _comparable(value)) for channel, value in writes if _kept(channel)]
+    return sorted(found, key=lambda write: write[0])
 
 
 def _ours(
@@ -163,10 +167,11 @@ def _taken_back(
 ) -> list[str] | None:
     """``None`` when the checkpoint holds this run's writes as the run stored them and no other
     run's; else the tasks of this run whose writes are stored there (to be deleted)."""
-    stored: dict[str, list[tuple[str, Any]]] = {}
+    by_task: dict[str, list[tuple[str, Any]]] = {}
     for task, channel, value in found.pending_writes if found is not None else ():
-        if _kept(channel):
-            stored.setdefault(task, []).append((channel, _comparable(value)))
+        by_task.setdefault(task, []).append((channel, value))
+    stored = {task: _results(writes) for task, writes in by_task.items()}
+    stored = {task: writes for task, writes in stored.items() if writes}
     lost = any(stored.get(task) != results for task, results in ours.items())
     foreign = any(task not in started and task not in ours for task in stored)
     if not lost and not foreign:
