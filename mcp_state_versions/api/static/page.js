@@ -313,7 +313,11 @@ class Timeline {
       : `held turns ${now.body.since}–${now.body.until}`;
     const parts = [title, el("p", { class: "note" }, `${held}; ${SOURCES[now.body.source] || now.body.source}`), el("pre", {}, value)];
     const since = now.body.since ?? this.versionStart(row, turn);
-    if (since != null) parts.push(await this.writer(row.key, since));
+    if (since != null) {  // filled in when it arrives: the value and its diff do not wait for it
+      const slot = el("div", {}, el("p", { class: "note" }, "Finding the call that wrote it…"));
+      parts.push(slot);
+      this.writer(row.key, since).then((found) => slot.replaceChildren(found));
+    }
     if (since == null || since <= 1) {
       parts.push(el("p", { class: "note" }, "The first version of this key: nothing to compare with."));
       return this.detail.replaceChildren(...parts);
