@@ -17,7 +17,7 @@ from __future__ import annotations
 from mcp.server.fastmcp import FastMCP
 from pydantic import BaseModel
 
-server = FastMCP("gazet")
+server = FastMCP("gazet", log_level="WARNING")  # quiet: no line on stderr per request
 
 PLACES = {
     "copenhagen": ("Copenhagen", "DK", [12.4, 55.5, 12.7, 55.8]),

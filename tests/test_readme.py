@@ -46,6 +46,7 @@ def _run(command: list[str], cwd: Path, timeout: int = 120) -> subprocess.Comple
 def test_python_blocks_run(source: str, tmp_path: Path) -> None:
     done = _run([sys.executable, "-c", source], tmp_path)
     assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr  # quiet: no log lines (the MCP server's included)
 
 
 def test_the_install_commands_are_what_ci_and_a_newcomer_run(tmp_path: Path) -> None:

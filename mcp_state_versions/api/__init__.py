@@ -81,8 +81,8 @@ def create_app(
     :func:`mcp_state_versions.sweep.sweeping`; an app mounted inside another runs it in the
     outer app's lifespan instead, as the Agent Server example does).
 
-    With a token, the schema (``/openapi.json``) needs the token too and ``/docs`` is not
-    served, unless ``public_docs=True``: a schema names what the API holds, and a deployment
+    With a token, the schema (``/openapi.json``) needs the token too, unless
+    ``public_docs=True``: a schema names what the API holds, and a deployment
     that locks its data decides whether its description is public. Without a token both are
     public.
     """
@@ -93,7 +93,7 @@ def create_app(
         summary="Session state of LangGraph threads, as of any turn.",
         version=version("mcp-state-versions"),
         openapi_url="/openapi.json" if docs_open else None,
-        docs_url="/docs" if docs_open else None,
+        docs_url=None,  # Swagger UI loads from a CDN: blank offline; the page links the schema
         redoc_url=None,
         lifespan=(lambda _: sweeping(checkpointer, sweep)) if sweep is not None else None,
     )
