@@ -170,10 +170,14 @@ class Timeline {
     this.row = Math.min(this.row, this.keys.length - 1);
     this.turn = Math.min(Math.max(this.turn, start), this.end);
     const grid = el("table", { class: "grid", role: "grid", "aria-label": "Keys by turn",
-      onkeydown: (event) => this.key(event) },
+      onkeydown: (event) => this.key(event),
+      // one listener for every cell and heading: pointing at a turn shows what it was
+      onmouseover: (event) => {
+        const turn = event.target.closest("[data-turn]")?.dataset.turn;
+        if (turn && Number(turn) !== this.shownTurn) this.showTurn(Number(turn));
+      } },
       el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "key \\ turn"),
-        turns.map((turn) => el("th", { scope: "col", "aria-label": `turn ${turn}`, "data-turn": turn,
-          onmouseenter: () => this.showTurn(turn) }, turn)))),
+        turns.map((turn) => el("th", { scope: "col", "aria-label": `turn ${turn}`, "data-turn": turn }, turn)))),
       el("tbody", {}, this.keys.map((row, index) => el("tr", {},
         el("th", { scope: "row", class: "key" }, row.key),
         turns.map((turn) => {
@@ -182,7 +186,6 @@ class Timeline {
           return el("td", { class: status, role: "gridcell", tabindex: chosen ? "0" : "-1",
             "aria-selected": chosen ? "true" : "false", "data-row": index, "data-turn": turn,
             "aria-label": `${row.key}, turn ${turn}: ${WORDS[status]}`, title: `${row.key} · turn ${turn} · ${WORDS[status]}`,
-            onmouseenter: () => this.showTurn(turn),
             onclick: (event) => event.shiftKey ? this.compare(index, turn) : this.open(index, turn) });
         })))));
     this.detail = el("section", { id: "detail", "aria-live": "polite" },
