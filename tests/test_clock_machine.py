@@ -232,7 +232,8 @@ class InterleavedMachine(_OnASaver):
     with prunes between any two steps and reloads between runs.
 
     One run continues the thread's head; the other forks from the end of an earlier turn (or
-    from the head too: two runs from one checkpoint). Each ends on a branch of its own, and
+    from the head too: two runs from one checkpoint). A later run may continue the branch that
+    is not the newest, in any durability mode. Each ends on a branch of its own, and
     the thread's current branch is the one whose last step came last. Every ``(key, turn)``
     answer read along each branch, as a run on it reads (from its own checkpoint, not the
     thread's newest), must equal that branch's notebook: never the other branch's value,
@@ -328,6 +329,25 @@ class InterleavedMachine(_OnASaver):
             index = run_sync(CheckpointHistory(self.saver, checkpoint_id=tip).turns(conv.thread_id))
             assert index.total == len(books[name].ends) and index.retained[-1] == index.total
             books[name].retained_from = max(books[name].retained_from, index.retained.start)
+
+    @precondition(lambda self: self.other is not None)
+    @rule(assignments=writes, durability=st.sampled_from(["async", "sync", "exit"]))
+    def continue_the_other_branch(
+        self, assignments: list[tuple[str, str]], durability: str
+    ) -> None:
+        """A run continues the branch that is not the thread's newest (its tip named by the
+        run's config), in any durability mode: it reads and writes that branch's past only,
+        and becomes the newest."""
+        conv = self.conv
+        tip, book = self.other  # type: ignore[misc]
+        head = conv.graph.get_state(conv.config).config["configurable"]["checkpoint_id"]
+        config = {"configurable": {"thread_id": conv.thread_id, "checkpoint_id": tip}}
+        conv.graph.invoke(
+            {"messages": [HumanMessage(_text(assignments))]}, config, durability=durability
+        )
+        book.turn(assignments)
+        self.other = (head, conv.notebook)
+        conv.notebook, conv.end_ids = book, []
 
     @precondition(lambda self: self.turns > 1)
     @rule(data=st.data())
