@@ -397,7 +397,8 @@ async def _inspect(console: Any, history: Any, present: Any, args: argparse.Name
     if args.key is None:
         rows = [{"key": k, **entry_summary(e)} for k, e in sorted(entries.items())]
         if args.json:
-            console.print_json(data={"thread_id": args.thread, "turn": present.turn, "keys": rows})
+            listing = {"thread_id": args.thread, "turn": present.turn, "keys": rows}
+            console.print_json(data={"outcome": "found", **listing})
             return 0
         table = _table(("key", "shape", "tool", "turn", "versions"), keys=[r["key"] for r in rows])
         for row in rows:
@@ -452,6 +453,7 @@ async def _versions(
     items = [row.as_dict() for row in rows]
     if args.json:
         data = {
+            "outcome": "found",
             "key": args.key,
             "versions": entry["versions"],
             "value": entry.get("value"),

@@ -69,6 +69,9 @@ def test_inspect_lists_reads_and_distinguishes_outcomes(
     code, out = run(capsys, *base, BBOX, "--versions", "--json")
     listed = json.loads(out)
     assert code == 0 and listed["value"] == [9.9, 56.1, 10.3, 56.2]
+    assert listed["outcome"] == "found"  # as --turn reads say it
+    code, out = run(capsys, *base, "--json")
+    assert code == 0 and json.loads(out)["outcome"] == "found"
     assert [(i["since"], i["until"], i["status"], i["value"]) for i in listed["items"]] == [
         (1, 2, "kept", [12.4, 55.5, 12.7, 55.8]),
         (3, None, "kept", [9.9, 56.1, 10.3, 56.2]),
