@@ -37,7 +37,7 @@ from mcp_state_versions.checkpoint_walk import CheckpointHistory
 from mcp_state_versions.state import TURN_METADATA_KEY
 
 from .conftest import PG_DSN, postgres_unavailable
-from .conversation import PUT, Conversation, Notebook, agent_graph
+from .conversation import PUT, Conversation, Notebook, agent_graph, subgraph_host
 
 KEYS = ["a", "b", "c"]
 writes = st.lists(
@@ -66,12 +66,20 @@ class _OnASaver(RuleBasedStateMachine):
 class ClockMachine(_OnASaver):
     """Turns, trims, summaries, edits, forks, prunes and reloads, in any order."""
 
+    #: The node an operator's message edits are made as.
+    last_node = "tools"
+
+    def graph_for(self, saver: Any, ring: int) -> Any:
+        return agent_graph(saver, ring)
+
     @initialize()
     def start(self) -> None:
         self.saver, self._close = self.open_saver()
         thread = f"machine-{uuid4().hex[:12]}"
         self.convs = [
-            Conversation(agent_graph(self.saver, ring), self.saver, f"{thread}-{ring}", sync=True)
+            Conversation(
+                self.graph_for(self.saver, ring), self.saver, f"{thread}-{ring}", sync=True
+            )
             for ring in (8, 0)
         ]
 
@@ -123,7 +131,7 @@ class ClockMachine(_OnASaver):
                 conv.graph.update_state(
                     conv.config,
                     {"messages": [RemoveMessage(id=m.id) for m in humans]},
-                    as_node="tools",
+                    as_node=self.last_node,
                 )
 
     @precondition(lambda self: self.turns > 0)
@@ -136,7 +144,7 @@ class ClockMachine(_OnASaver):
                 HumanMessage("Summary: values were published."),
                 *messages[-2:],
             ]
-            conv.graph.update_state(conv.config, {"messages": update}, as_node="tools")
+            conv.graph.update_state(conv.config, {"messages": update}, as_node=self.last_node)
 
     @precondition(lambda self: self.turns > 0)
     @rule(key=st.sampled_from(KEYS), value=st.sampled_from(["E1", "E2"]))
@@ -167,7 +175,7 @@ class ClockMachine(_OnASaver):
         self.saver = self.reopen()
         for conv, ring in zip(self.convs, (8, 0), strict=True):
             conv.saver = self.saver
-            conv.graph = agent_graph(self.saver, ring)
+            conv.graph = self.graph_for(self.saver, ring)
 
     @invariant()
     def answers_equal_the_notebook(self) -> None:
@@ -188,6 +196,21 @@ def _random(examples: int, steps: int) -> settings:
 
 
 TestClockOnMemory = ClockMachine.TestCase
+
+
+class PersistentSubgraphMachine(ClockMachine):
+    """The same steps on a parent whose agent is a persistent subgraph (``checkpointer=True``)
+    sharing ``tool_state``: its own newest state must never stand in for the parent's branch
+    (after a fork, an edit, a prune or a reload)."""
+
+    last_node = "close_turn"
+
+    def graph_for(self, saver: Any, ring: int) -> Any:
+        return subgraph_host(saver, ring, persistent=True)
+
+
+TestPersistentSubgraphOnMemory = PersistentSubgraphMachine.TestCase
+TestPersistentSubgraphOnMemory.settings = _random(60, 10)
 TestClockOnMemory.settings = _random(200, 10)
 
 
