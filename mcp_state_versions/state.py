@@ -235,7 +235,7 @@ def make_merge_tool_state(
             if books is None:
                 books, found_raw = _open_books(merged)
                 books.update(bounds)
-            if _from_an_earlier_turn(update, books):
+            if _from_another_branch(update, books):
                 # another branch's state: it replaces ours whole (see _from_an_earlier_turn)
                 merged.clear()
                 books, found_raw = _open_books({})
@@ -434,23 +434,31 @@ def _placement(books: Mapping[str, Any], stamp: int | None) -> int:
     return books["newest"] if stamp is None else stamp
 
 
-def _from_an_earlier_turn(update: Mapping[str, Any], books: Mapping[str, Any]) -> bool:
-    """Whether ``update`` is a whole ``tool_state`` whose clock is at an earlier turn than ours.
+def _from_another_branch(update: Mapping[str, Any], books: Mapping[str, Any]) -> bool:
+    """Whether ``update`` is a whole ``tool_state`` of another branch than ours: its clock is
+    at an earlier turn, or at the same turn opened by another user message.
 
     State only moves forward along a branch: a subgraph's state is its parent's plus what the
-    subgraph did, and the parent takes it back. A whole state from an earlier turn is the
-    state of another branch. A persistent subgraph (``checkpointer=True``) keeps its own
-    newest state across its parent's runs; when the parent forks from an earlier turn, that
-    state is the abandoned branch's, and the parent's input is the fork's. Merged entry by
-    entry, the later ``seq`` and turn of the abandoned branch would win: the fork would read
-    turn 3's value at turn 2, and a turn that never happened on it. So the earlier-turn state
-    replaces ours whole, as a plain last-value channel would.
+    subgraph did, and the parent takes it back, in the same turn, opened by the same message.
+    A persistent subgraph (``checkpointer=True``) keeps its own newest state across its
+    parent's runs; when the parent forks from an earlier turn, that state is the abandoned
+    branch's (at a later turn, or at the fork's turn opened by the abandoned branch's
+    message), and the parent's input is the fork's. Merged entry by entry, the abandoned
+    branch's later ``seq`` and turn would win: the fork would read another branch's values,
+    and turns that never happened on it. So such a state replaces ours whole, as a plain
+    last-value channel would.
     """
     ours = books.get("turn")
     if ours is None or not _is_whole_state(update):
         return False
-    theirs = update[CLOCK_KEY].get("turn")
-    return type(theirs) is int and theirs < ours
+    record = update[CLOCK_KEY]
+    theirs = record.get("turn")
+    if type(theirs) is not int or theirs > ours:
+        return False
+    if theirs < ours:
+        return True
+    opened, ours_opened = record.get("message"), books.get("message")
+    return isinstance(opened, str) and isinstance(ours_opened, str) and opened != ours_opened
 
 
 def _is_whole_state(update: Mapping[str, Any]) -> bool:

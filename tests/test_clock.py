@@ -107,7 +107,10 @@ async def persistent_subgraph_fork(conv: Conversation) -> None:
     for value in ("1", "2", "3"):
         await conv.say(f"put k={value}")
     await conv.fork(1, "put j=F")
-    await conv.say("put k=after")
+    # Forked again from turn 1: the subgraph's own newest state is now at the new fork's
+    # turn, opened by the abandoned fork's message; the new branch must not read its values.
+    await conv.fork(1, "chat")
+    await conv.say("put k=last")
 
 
 async def edits_in_place(conv: Conversation) -> None:
