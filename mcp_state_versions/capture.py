@@ -320,7 +320,8 @@ _PLAIN = (str, int, float, bool, list, tuple)
 def _structured(artifact: Any) -> dict[str, Any] | None:
     """The fields of a result: a structured one's own, or ``{"result": ...}`` for text, a
     number, a list or a bool a plain tool returned (most LangChain tools return text, and a
-    result left out of session state has no versions); ``None`` for anything else."""
+    result left out of session state has no versions), and for a mapping whose keys cannot be
+    fields; ``None`` for anything else."""
     if isinstance(artifact, Mapping) and _KEPT in artifact:
         output = artifact[_KEPT]
         if isinstance(output, _PLAIN) and output != "":
@@ -335,7 +336,13 @@ def _structured(artifact: Any) -> dict[str, Any] | None:
         artifact = artifact.model_dump(mode="json")
     elif is_dataclass(artifact) and not isinstance(artifact, type):
         artifact = asdict(artifact)
-    return dict(artifact) if holds_fields(artifact) else None
+    if holds_fields(artifact):
+        return dict(artifact)
+    if isinstance(artifact, Mapping) and artifact:
+        # keys that cannot be parts of a key ("a/b", "", 7): the mapping is one value, stored
+        # (its secret-named fields withheld) rather than left whole in the message only
+        return {"result": dict(artifact)}
+    return None
 
 
 def _key_part(name: str) -> str:

@@ -226,3 +226,27 @@ async def test_a_run_start_reads_the_head_s_stamp_in_one_query(kind: str, tmp_pa
         assert link == await backend.parent_of(thread_id, "", head)
         assert link is not None and link.source == "loop" and stamp_turn(link.stamp) == 2
         assert await backend.link(f"{thread_id}-none", "") is None
+
+
+async def test_a_mapping_whose_keys_cannot_be_fields_is_captured_whole_with_secrets_withheld() -> (
+    None
+):
+    """A tool returning a dict with a key holding "/" or an empty key: stored as one value under
+    tools/<tool>/result (not left whole in the message only), its secret-named fields withheld
+    from state and from the message."""
+
+    @tool
+    def paths() -> dict:
+        """Sizes by path."""
+        return {"a/b": 1, "": 2, "ok": 3, "password": "hunter2"}
+
+    script = [AIMessage("", tool_calls=[call("paths", "p1")]), AIMessage("ok")]
+    agent = build_agent(
+        ScriptedChatModel(replies=script), [paths], checkpointer=PruningInMemorySaver()
+    )
+    state = await run_turn(agent, "odd-keys", "sizes")
+    assert state["tool_state"]["tools/paths/result"]["value"] == {"a/b": 1, "": 2, "ok": 3}
+    reply = [m for m in state["messages"] if isinstance(m, ToolMessage)][-1]
+    assert "hunter2" not in str(reply.content)
+    assert "[state updated: tools/paths/result" in str(reply.content)
+    assert "tools/paths/result.password" in str(reply.content)
