@@ -140,27 +140,38 @@ _DEPTH_PROBE = 255 - MAX_DEPTH
 :data:`MAX_DEPTH` of the value's: it tells the depth in C, as fast as it packs."""
 
 
-def _json_data(toolset: str, tool: str, field: str, value: Any) -> Any:
-    """``value`` as JSON data (see :func:`tool_state_writes`), at most :data:`MAX_DEPTH`
-    levels deep."""
+def _json_data(toolset: str, tool: str, field: str, value: Any, *, depth: bool = True) -> Any:
+    """``value`` as JSON data (see :func:`tool_state_writes`), checked to be at most
+    :data:`MAX_DEPTH` levels deep unless ``depth=False`` (a caller that checks only the values
+    it goes on to store: :func:`_check_depth`)."""
     if type(value) in _SCALARS:  # JSON data already (pydantic returns them as they are)
         return value
-    where = f"field {field!r} of {toolset}/{tool}"
     try:
         data = to_jsonable_python(value)
     except PydanticSerializationError as error:
         raise TypeError(
-            f"cannot publish {where}: {type(value).__name__} has "
+            f"cannot publish field {field!r} of {toolset}/{tool}: {type(value).__name__} has "
             f"no JSON form ({error}); publish a dict, list, string or number instead"
         ) from None
     except (ValueError, RecursionError):  # pydantic's own depth limit
-        data = None
-    if data is None or not _shallow(data):
-        raise ValueTooDeep(
-            f"cannot publish {where}: it is nested more than {MAX_DEPTH} levels deep, deeper "
-            "than a checkpoint can store; publish its parts, or flatten it"
-        )
+        raise _too_deep(toolset, tool, field) from None
+    if depth:
+        _check_depth(toolset, tool, field, data)
     return data
+
+
+def _check_depth(toolset: str, tool: str, field: str, data: Any) -> None:
+    """Raise :class:`ValueTooDeep` for JSON data nested more than :data:`MAX_DEPTH` deep."""
+    if not _shallow(data):
+        raise _too_deep(toolset, tool, field)
+
+
+def _too_deep(toolset: str, tool: str, field: str) -> ValueTooDeep:
+    return ValueTooDeep(
+        f"cannot publish field {field!r} of {toolset}/{tool}: it is nested more than "
+        f"{MAX_DEPTH} levels deep, deeper than a checkpoint can store; publish its parts, or "
+        "flatten it"
+    )
 
 
 def _shallow(data: Any) -> bool:
@@ -277,8 +288,9 @@ def publication_of(
         if type(field) is not str or not field or "/" in field:
             _check_part("field", field)
         if type(value) not in _SCALARS:
-            # JSON data first, so the secret filter sees inside models and dataclasses
-            value = _json_data(toolset, tool, field, value)
+            # JSON data first, so the secret filter sees inside models and dataclasses; its
+            # depth is checked below, for a value that is stored (not for one unchanged)
+            value = _json_data(toolset, tool, field, value, depth=False)
             if secret is not None:
                 value = _kept(value, field, secret, gone)
         kept[field] = data = value
@@ -291,6 +303,8 @@ def publication_of(
         ):
             unchanged.append(key)
         else:
+            if type(data) is not str:
+                _check_depth(toolset, tool, field, data)
             writes[key] = {"value": data, "tool": tool, "turn": turn}
     withheld_keys = [f"{toolset}/{tool}/{path}" for path in gone]
     return _publication(writes, unchanged, state, turn, siblings, withheld_keys, fields=kept)
