@@ -236,7 +236,7 @@ def make_merge_tool_state(
                 books, found_raw = _open_books(merged)
                 books.update(bounds)
             if _from_another_branch(update, books):
-                # another branch's state: it replaces ours whole (see _from_an_earlier_turn)
+                # another branch's state: it replaces ours whole (see _from_another_branch)
                 merged.clear()
                 books, found_raw = _open_books({})
                 books.update(bounds)

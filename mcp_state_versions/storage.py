@@ -376,7 +376,8 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         rest = [write[2] for write in writes[done:]]
         if any(_get_overwrite(value)[0] for value in rest):
             # an Overwrite: every write from the seed, as the live channel merged them
-            self.value = folded(fold, self.typ() if seed is MISSING else seed, writes)
+            values = [write[2] for write in writes]
+            self.value = folded(fold, self.typ() if seed is MISSING else seed, values)
         else:
             self.value = fold(self.typ() if start is MISSING else start, rest)
             REPLAYS.served += done
@@ -391,13 +392,13 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         """LangGraph's rules (one ``Overwrite`` a step at most, and it wins the step), except
         that an ``Overwrite`` keeps the turn clock (:func:`~mcp_state_versions.state.
         overwritten`)."""
-        replacing = [value for value in values if _get_overwrite(value)[0]]
+        replacing = [found[1] for found in map(_get_overwrite, values) if found[0]]
         if len(replacing) != 1:
             return super().update(values)  # none, or several: LangGraph refuses those
         from .state import overwritten
 
         before = self.typ() if self.value is MISSING else self.value
-        self.value = overwritten(before, _get_overwrite(replacing[0])[1], self.reducer)
+        self.value = overwritten(before, replacing[0], self.reducer)
         return True
 
     def from_checkpoint(self, checkpoint: Any) -> ToolStateChannel:
@@ -437,14 +438,14 @@ def tool_state_channel(
     ]
 
 
-def folded(fold: Callable[[Any, Sequence[Any]], Any], seed: Any, writes: Sequence[Any]) -> Any:
-    """``seed`` after stored ``writes`` (``(task, channel, value)``, oldest first), each
-    ``Overwrite`` among them applied as the live channel applied it (:meth:`ToolStateChannel.
-    update`), the writes between them merged by ``fold``."""
+def folded(fold: Callable[[Any, Sequence[Any]], Any], seed: Any, updates: Sequence[Any]) -> Any:
+    """``seed`` after stored ``updates`` (oldest first), each ``Overwrite`` among them applied
+    as the live channel applied it (:meth:`ToolStateChannel.update`), the updates between them
+    merged by ``fold``."""
     from .state import overwritten
 
     state, pending = seed, []
-    for _, _, value in writes:
+    for value in updates:
         replacing, replacement = _get_overwrite(value)
         if not replacing:
             pending.append(value)
@@ -493,4 +494,4 @@ def replay(seed: Any, updates: Iterable[Any], reducer: Reducer | None = None) ->
         return state
     # The bounds the state records, or else the first tick's.
     merge = reducer if reducer is not None else reducer_for(state, updates[0])
-    return folded(replayed(merge), state, [(None, None, update) for update in updates])
+    return folded(replayed(merge), state, updates)
