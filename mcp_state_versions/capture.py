@@ -290,14 +290,11 @@ def _as_content(output: Any) -> Any:
     if isinstance(output, list) and all(isinstance(b, str | dict) for b in output):
         return output
     try:
-        return json.dumps(output, ensure_ascii=False)
-    except (TypeError, ValueError):
-        pass
+        try:
+            return json.dumps(output, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return str(output)
     except RecursionError:  # nested deeper than Python recurses: nothing can show it
-        return f"({type(output).__name__} nested too deep to show)"
-    try:
-        return str(output)
-    except RecursionError:
         return f"({type(output).__name__} nested too deep to show)"
 
 

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -179,10 +180,12 @@ def _taken_back(
     return [task for task, results in ours.items() if stored.get(task) == results]
 
 
-async def _read_back(reading: Any) -> Any:
+@contextmanager
+def _reading_back() -> Iterator[None]:
+    """While a check reads back a checkpoint: that read notes no run's start."""
     token = _READING_BACK.set(True)
     try:
-        return await reading
+        yield
     finally:
         _READING_BACK.reset(token)
 
@@ -197,7 +200,9 @@ async def check_resume(
     if ours is None:
         return
     where, started, results = ours
-    mine = _taken_back(await _read_back(saver.aget_tuple(config)), started, results)
+    with _reading_back():
+        found = await saver.aget_tuple(config)
+    mine = _taken_back(found, started, results)
     if mine is None:
         return
     if mine:
@@ -215,11 +220,8 @@ def check_resume_sync(
     if ours is None:
         return
     where, started, results = ours
-    token = _READING_BACK.set(True)
-    try:
+    with _reading_back():
         found = saver.get_tuple(config)
-    finally:
-        _READING_BACK.reset(token)
     mine = _taken_back(found, started, results)
     if mine is None:
         return
