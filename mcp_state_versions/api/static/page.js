@@ -111,6 +111,9 @@ async function threadsPage(contains = "", before = null, rows = []) {
   show(form, rows.length ? table : el("p", {}, contains ? "No thread id contains that." : "No threads yet."), more);
 }
 
+// A tool call as it was made: its name and its arguments.
+const callText = (call) => `${call.tool}(${JSON.stringify(call.args)})`;
+
 // What each cell's colour means, in words (cells' labels and titles).
 const WORDS = {
   written: "written", rewritten: "rewritten", held: "held", unset: "not set yet", evicted: "evicted",
@@ -138,6 +141,7 @@ class Timeline {
     this.end = Math.max(1, this.total);  // the last turn shown
     this.row = 0;
     this.turn = this.total;
+    this.turns = new Map();  // each turn's conversation, read once (a promise of the answer)
   }
 
   status(row, turn) {
@@ -199,7 +203,6 @@ class Timeline {
 
   // What a turn was: the user's message that opened it, its calls, the reply that ended it.
   async conversation(turn) {
-    this.turns = this.turns || new Map();
     if (!this.turns.has(turn)) this.turns.set(turn, api(`${threadPath(this.threadId)}/turns/${turn}`));
     return this.turns.get(turn);
   }
@@ -210,7 +213,7 @@ class Timeline {
     if (this.shownTurn !== turn || !this.turnPanel) return;
     const title = el("h2", {}, `Turn ${turn}`);
     if (status !== 200) return this.turnPanel.replaceChildren(title, problem(body));
-    const calls = body.calls.map((call) => el("li", {}, el("code", {}, `${call.tool}(${JSON.stringify(call.args)})`),
+    const calls = body.calls.map((call) => el("li", {}, el("code", {}, callText(call)),
       call.keys.length ? ` wrote ${call.keys.join(", ")}` : ""));
     this.turnPanel.replaceChildren(title,
       el("p", { class: "said user" }, el("strong", {}, "User: "), body.user ?? "(no longer in the messages)"),
@@ -272,7 +275,7 @@ class Timeline {
     const call = [...body.calls].reverse().find((c) => c.keys.includes(key));
     if (!call) return el("p", { class: "note" }, `Written in turn ${since}, not by a tool call (an edit, or state handed in).`);
     return el("div", { class: "writer" },
-      el("p", {}, `Written in turn ${since} by `, el("code", {}, `${call.tool}(${JSON.stringify(call.args)})`), ", which returned:"),
+      el("p", {}, `Written in turn ${since} by `, el("code", {}, callText(call)), ", which returned:"),
       el("pre", {}, call.result ?? ""));
   }
 
