@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
@@ -41,6 +41,8 @@ __all__ = [
     "KeyTimeline",
     "Timeline",
     "VersionRow",
+    "as_of",
+    "entry_at",
     "gallop",
     "history_of_run",
     "key_allowed",
@@ -266,7 +268,7 @@ async def gallop(holds: Callable[[int], Awaitable[bool | None]], low: int, high:
     return good
 
 
-VersionStatus = Literal["kept", "evicted", "pruned", "no_history"]
+VersionStatus = Literal["kept", "evicted", "pruned", "no_history", "unlisted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,10 +278,12 @@ class VersionRow:
     ``status`` says what a reader can have of it: ``"kept"`` (``value`` is it, from the entry's
     ring or from history, as ``source`` says), ``"evicted"`` (it was too large for session
     state's size budget, so no checkpoint holds it), ``"pruned"`` (its turns are no longer
-    retained) or ``"no_history"`` (the ring dropped it and this deployment keeps no turn
-    history). A pruned or unreadable row may stand for ``count`` versions whose own turns no
-    reader can tell; its ``since`` is then ``None`` and ``until`` the last turn before the
-    versions that are known. ``until`` is ``None`` for the current version.
+    retained), ``"no_history"`` (the ring dropped it and this deployment keeps no turn
+    history) or ``"unlisted"`` (older than a list cut at its ``limit``: list them as the key
+    stood at the end of turn ``until``). A pruned, unreadable or unlisted row may stand for
+    ``count`` versions whose own turns no reader can tell; its ``since`` is then ``None`` and
+    ``until`` the last turn before the versions that are known. ``until`` is ``None`` for the
+    current version.
     """
 
     since: int | None
@@ -321,6 +325,22 @@ async def _entry_at(history: ThreadHistory, thread_id: str, key: str, turn: int)
     return state.get(key)
 
 
+async def entry_at(history: ThreadHistory, thread_id: str, key: str, turn: int) -> Any:
+    """``key``'s stored record as ``turn`` ended on this branch; ``None`` when it was not set
+    then, or when the turn's checkpoints are no longer retained."""
+    found = await _entry_at(history, thread_id, key, turn)
+    return None if found is _PRUNED else found
+
+
+def as_of(rows: Sequence[VersionRow], turn: int) -> list[VersionRow]:
+    """A version list (oldest first) as it stood at the end of ``turn``: the versions begun by
+    then, the last of them current then."""
+    kept = [row for row in rows if row.since is None or row.since <= turn]
+    if kept and kept[-1].since is not None and (kept[-1].until or turn) >= turn:
+        kept[-1] = replace(kept[-1], until=None)
+    return kept
+
+
 async def resolve_versions(
     entry: StateEntry,
     key: str,
@@ -328,8 +348,12 @@ async def resolve_versions(
     current_turn: int,
     history: ThreadHistory | None = None,
     thread_id: str | None = None,
+    limit: int | None = None,
 ) -> list[VersionRow]:
-    """Every version ``key`` has held on this branch, oldest first, with its turns.
+    """Every version ``key`` has held on this branch, oldest first, with its turns; with
+    ``limit``, the newest ``limit`` rows, and the versions before them as one ``"unlisted"``
+    row (a key rewritten every turn of a 10,000-turn thread has 10,000 versions: a reader
+    pages through them, each page a bounded read).
 
     The ring answers for the versions it keeps. For each older one the history is read once:
     an entry's ``since`` is where its version began, so the entry as the turn before it ended
@@ -347,9 +371,16 @@ async def resolve_versions(
             retained = (await history.turns(thread_id)).retained
         return retained
 
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
     rows: list[VersionRow] = []  # newest first until the end
+    full = (lambda: False) if limit is None else (lambda: len(rows) >= limit)
+    cut = False
     spans = version_spans(entry)
     for span in reversed(spans):
+        if full():
+            cut = True
+            break
         if span.kept:
             rows.append(
                 VersionRow(span.since, span.until, "kept", span.value, 1, span.writes, "ring")
@@ -378,7 +409,10 @@ async def resolve_versions(
                 )
             )
     remaining, cursor = entry["versions"] - len(spans), spans[0].since
-    while remaining > 0:
+    while remaining > 0 and not cut:
+        if full():
+            cut = True
+            break
         before = cursor - 1
         if not readable:
             rows.append(VersionRow(None, before, "no_history", count=remaining))
@@ -402,12 +436,20 @@ async def resolve_versions(
         for index, span in enumerate(reversed(older)):
             if index and not span.kept:
                 break
+            if full():
+                cut = True
+                break
             until = before if index == 0 else span.until
             status: VersionStatus = "kept" if span.kept else "evicted"
             value, source = (span.value, "history") if span.kept else (None, None)
             rows.append(VersionRow(span.since, until, status, value, 1, span.writes, source))
             taken, cursor = taken + 1, span.since
         remaining = found["versions"] - taken
+    if cut:
+        listed = sum(row.count for row in rows)
+        oldest = rows[-1].since
+        assert oldest is not None  # a cut comes before any row of uncounted versions
+        rows.append(VersionRow(None, oldest - 1, "unlisted", count=entry["versions"] - listed))
     rows.reverse()
     return rows
 

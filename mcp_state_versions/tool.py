@@ -61,7 +61,8 @@ pattern= returns only the matching "path = value" lines.
 - turn=N returns the value as it stood at the end of turn N (turns count the user's \
 messages, from 1). Use it whenever you compare with an earlier result: a later call may have \
 replaced it.
-- versions=true lists every value the key has held, with its turns, in one call.
+- versions=true lists the values the key has held, with their turns, in one call (the \
+newest 20; turn= reads any older one).
 To pass a value to another tool without copying it, give the argument as a handle: \
 "@state:<key>" (the current value) or "@state:<key>@turn=N" (the value at the end of turn N). \
 The tool receives the value itself, and its reply ends with [state used: <key>@turn=N]."""
@@ -116,6 +117,11 @@ def _parse_turn(turn: Any) -> int | None:
         )
     return value
 
+
+MODEL_VERSIONS_LIMIT = 20
+"""The most versions ``versions=true`` lists, newest first: a key rewritten every turn of a
+long thread has thousands, each beyond the ring a history read; older ones are named by turn,
+and ``turn=`` reads any of them."""
 
 MAX_ARGUMENT_CHARS = 2000
 """The longest ``pattern=`` or ``path=`` the tool takes. A pattern names what to find; one of
@@ -342,6 +348,7 @@ async def _inspect(
                 current_turn=now,
                 history=history,
                 thread_id=thread_of(runtime.config),
+                limit=MODEL_VERSIONS_LIMIT,
             )
             total = entries[key_]["versions"]
             return await run(

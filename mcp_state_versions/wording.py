@@ -373,6 +373,8 @@ def describe_versions(
             )
         elif row.status == "pruned":
             body = "(those turns were pruned from this deployment's history: it cannot be read)"
+        elif row.status == "unlisted":
+            body = f"(older, not listed here: read one with turn=, e.g. turn={row.until})"
         else:
             body = (
                 "(not kept with the key, and this deployment keeps no turn history: it cannot "

@@ -61,9 +61,10 @@ def put(key: str, value: str, runtime: ToolRuntime) -> Command:
 
 @tool
 def gated_put(key: str, value: str, runtime: ToolRuntime) -> Command:
-    """Ask a person first (an interrupt), then publish ``value`` under ts/put/<key>."""
-    interrupt(f"publish {key}={value}?")
-    return publish(runtime, "ts", "put", {key: value})
+    """Ask a person first (an interrupt), then publish ``value`` under ts/put/<key>, or the
+    person's answer when it is a text (another value)."""
+    answer = interrupt(f"publish {key}={value}?")
+    return publish(runtime, "ts", "put", {key: answer if isinstance(answer, str) else value})
 
 
 @tool

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -237,8 +238,77 @@ async def test_a_repeated_turn_is_refused(thread_id: str) -> None:
         response = await http.get(f"/threads/{thread_id}/state/{BBOX}?turn=1&turn=2")
         assert response.status_code == 422
         assert response.json()["code"] == "repeated_turn"
-        listing = await http.get(f"/threads/{thread_id}/state/{BBOX}/versions", params={"turn": 2})
-        assert listing.status_code == 422
+        listing = await http.get(f"/threads/{thread_id}/state/{BBOX}/versions?turn=1&turn=2")
+        assert listing.status_code == 422 and listing.json()["code"] == "repeated_turn"
+
+
+def _rows(items: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(i["since"], i["until"], i["status"], i["count"], i["value"]) for i in items]
+
+
+async def test_versions_come_in_pages_and_as_they_stood_at_a_turn(
+    saver: Any, thread_id: str
+) -> None:
+    """A key rewritten every turn has as many versions as turns (10,000 on a long thread),
+    each beyond the ring a history read: ``/versions`` lists the newest ``limit``, and
+    ``next_turn`` names the page before, which is the list as it stood at that turn's end.
+    The pages put together are the whole list; ``?turn=N`` is the list as it stood then."""
+    from mcp_state_versions.resolve import VersionRow, as_of
+
+    from .conversation import agent_graph
+
+    agent = agent_graph(saver, 2)
+    config = {"configurable": {"thread_id": thread_id}}
+    for turn in range(1, 13):
+        text = "chat" if turn in (4, 9) else f"put k=v{turn}"
+        await agent.ainvoke({"messages": [HumanMessage(text)]}, config)
+    url = f"/threads/{thread_id}/state/ts/put/k/versions"
+    async with client(create_app(saver)) as http:
+        whole = (await http.get(url)).json()
+        assert whole["versions"] == 10 and whole["next_turn"] is None
+        assert [i["value"] for i in whole["items"]] == [
+            f"v{t}" for t in range(1, 13) if t not in (4, 9)
+        ]
+        pages, turn = [], None
+        while True:
+            params = {"limit": 3} | ({} if turn is None else {"turn": turn})
+            page = (await http.get(url, params=params)).json()
+            assert page["as_of_turn"] == turn
+            listed = [i for i in page["items"] if i["status"] != "unlisted"]
+            assert len(listed) <= 3
+            pages.insert(0, listed)
+            if page["next_turn"] is None:
+                break
+            unlisted = page["items"][0]
+            assert unlisted["status"] == "unlisted" and unlisted["until"] == page["next_turn"]
+            assert unlisted["count"] == page["versions"] - len(listed)
+            turn = page["next_turn"]
+        stitched = [item for page in pages for item in page]
+        # The newest row of an older page is the version current as that turn ended.
+        for earlier, later in itertools.pairwise(stitched):
+            if earlier["until"] is None:
+                earlier["until"], earlier["current"] = later["since"] - 1, False
+        assert _rows(stitched) == _rows(whole["items"])
+        rows = [
+            VersionRow(**{k: v for k, v in i.items() if k != "current"}) for i in whole["items"]
+        ]
+        for turn in range(1, 12):
+            then = (await http.get(url, params={"turn": turn})).json()
+            assert then["as_of_turn"] == turn
+            expected = [row.as_dict() for row in as_of(rows, turn)]
+            assert _rows(then["items"]) == _rows(expected), turn
+        never = await http.get(url, params={"turn": 13})
+        assert never.status_code == 404 and never.json()["code"] == "turn_never_happened"
+        for bad in ("0", "1001"):
+            assert (await http.get(url, params={"limit": bad})).status_code == 422
+        await prune_thread(saver, thread_id, keep_turns=4)
+        gone = await http.get(url, params={"turn": 2})
+        assert gone.status_code == 410 and gone.json()["code"] == "turn_not_retained"
+        # Turn 11 pruned, its value still in the key's ring: the list as the ring knows it.
+        await prune_thread(saver, thread_id, keep_turns=1)
+        known = (await http.get(url, params={"turn": 11})).json()
+        assert known["items"][-1]["value"] == "v11" and known["items"][-1]["current"]
+        assert known["value"] == "v11" and known["items"][0]["status"] == "pruned"
 
 
 async def test_the_schema_is_closed_with_a_token_unless_made_public() -> None:

@@ -11,7 +11,10 @@ default test run; SQLite and PostgreSQL run fixed seeds.
 
 from __future__ import annotations
 
+import contextvars
 import sqlite3
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
@@ -28,10 +31,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from langchain_core.messages import HumanMessage, RemoveMessage
+from langgraph.checkpoint.base import WRITES_IDX_MAP
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import Command
 
-from mcp_state_versions import prune_thread
+from mcp_state_versions import ConcurrentResume, PruningInMemorySaver, prune_thread
 from mcp_state_versions.backends import run_sync
 from mcp_state_versions.checkpoint_walk import CheckpointHistory
 from mcp_state_versions.state import TURN_METADATA_KEY
@@ -250,9 +255,61 @@ class PostgresMachine(ClockMachine):
         return saver
 
 
+_RUN: contextvars.ContextVar[int | None] = contextvars.ContextVar("machine_run", default=None)
+"""Which of two resuming runs the current thread (or a background write of it) belongs to."""
+
+
+@dataclass
+class _Plan:
+    """The order two resumes of checkpoint ``paused`` store their results there: both read
+    it first, then run ``first`` stores, then the other (right after, or with
+    ``after_its_end`` once the first run ended)."""
+
+    paused: str
+    first: int
+    after_its_end: bool
+    both_read: threading.Barrier = field(default_factory=lambda: threading.Barrier(2, timeout=60))
+    first_done: threading.Event = field(default_factory=threading.Event)
+    read: set[int] = field(default_factory=set)
+
+
+class _OrderedResumes(PruningInMemorySaver):
+    """The library's in-memory saver, taking two resumes of one checkpoint in the order a
+    :class:`_Plan` sets (no plan: as it is)."""
+
+    plan: _Plan | None = None
+
+    def _on_paused(self, config: Any) -> tuple[_Plan, int] | None:
+        plan, run = self.plan, _RUN.get()
+        if plan is None or run is None:
+            return None
+        return (plan, run) if config["configurable"].get("checkpoint_id") == plan.paused else None
+
+    def get_tuple(self, config: Any) -> Any:
+        found = super().get_tuple(config)
+        if (on := self._on_paused(config)) is not None and on[1] not in on[0].read:
+            on[0].read.add(on[1])
+            on[0].both_read.wait()  # each run loaded the checkpoint it resumes
+        return found
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        on = self._on_paused(config)
+        if on is None or all(channel in WRITES_IDX_MAP for channel, _ in writes):
+            return super().put_writes(config, writes, task_id, task_path)
+        plan, run = on
+        if run != plan.first:
+            assert plan.first_done.wait(timeout=60), "the first resume never stored"
+        try:
+            return super().put_writes(config, writes, task_id, task_path)
+        finally:
+            if run == plan.first and not plan.after_its_end:
+                plan.first_done.set()
+
+
 class InterleavedMachine(_OnASaver):
     """Two runs at once on one thread, their steps interleaved in an order hypothesis draws,
-    with prunes between any two steps and reloads between runs.
+    with prunes between any two steps and reloads between runs; and (on the library's
+    in-memory saver) one interrupt resumed by two runs at once.
 
     One run continues the thread's head; the other forks from the end of an earlier turn (or
     from the head too: two runs from one checkpoint). A later run may continue the branch that
@@ -262,6 +319,10 @@ class InterleavedMachine(_OnASaver):
     thread's newest), must equal that branch's notebook: never the other branch's value,
     and nothing a prune of one branch took from the other.
     """
+
+    def open_saver(self) -> tuple[Any, Any]:
+        # The library's in-memory saver: it checks two runs storing on one checkpoint.
+        return _OrderedResumes(), lambda: None
 
     @initialize()
     def start(self) -> None:
@@ -371,6 +432,90 @@ class InterleavedMachine(_OnASaver):
         book.turn(assignments)
         self.other = (head, conv.notebook)
         conv.notebook, conv.end_ids = book, []
+
+    @precondition(lambda self: isinstance(getattr(self, "saver", None), _OrderedResumes))
+    @rule(
+        key=st.sampled_from(KEYS),
+        answers=st.tuples(st.sampled_from(["Y", "N"]), st.sampled_from(["Y", "N"])),
+        first=st.sampled_from([0, 1]),
+        after_its_end=st.booleans(),
+        durability=st.sampled_from(["async", "sync", "exit"]),
+    )
+    def two_resumes_of_one_interrupt(
+        self,
+        key: str,
+        answers: tuple[str, str],
+        first: int,
+        after_its_end: bool,
+        durability: str,
+    ) -> None:
+        """One interrupt answered twice at once (an approval submitted twice): both runs read
+        the paused checkpoint, then store their results there in the order drawn (the second
+        right after the first's result, or after the first run ended). Another answer than
+        one already stored there is refused (``ConcurrentResume``) and leaves nothing behind;
+        equal answers both go on, and so do runs under ``durability="exit"`` that store
+        nothing on the paused checkpoint. Each branch left reads its own notebook, and none
+        reads a refused answer. (Only on the library's own savers: the stock ones do not
+        check.)"""
+        conv, saver = self.conv, self.saver
+        run_sync(conv.say(f"gate {key}=0"))  # the run pauses on the tool's question
+        book = conv.notebook
+        paused = conv.graph.get_state(conv.config).config["configurable"]["checkpoint_id"]
+        config = {"configurable": {"thread_id": conv.thread_id, "checkpoint_id": paused}}
+        saver.plan = plan = _Plan(paused, first, after_its_end)
+        tips: dict[int, str] = {}
+        refused: dict[int, ConcurrentResume] = {}
+
+        def run(name: int) -> None:
+            _RUN.set(name)
+            try:
+                for event in conv.graph.stream(
+                    Command(resume=answers[name]),
+                    config,
+                    stream_mode="checkpoints",
+                    durability=durability,
+                ):
+                    tips[name] = event["config"]["configurable"]["checkpoint_id"]
+            except ConcurrentResume as error:
+                refused[name] = error
+            finally:
+                if name == first:
+                    plan.first_done.set()
+
+        threads = [
+            threading.Thread(target=contextvars.copy_context().run, args=(run, name))
+            for name in (0, 1)
+        ]
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=120)
+                assert not thread.is_alive(), "a resume never ended"
+        finally:
+            saver.plan = None
+        assert all(error.checkpoint_id == paused for error in refused.values())
+        stored = sorted(set(tips) - set(refused))
+        if answers[0] == answers[1]:
+            assert not refused, "an equal answer was refused"
+        else:
+            note_event(f"two answers ({durability}): {len(stored)} stored")
+            if durability != "exit":  # both results go on the paused checkpoint: one is kept
+                assert len(stored) <= 1, "two runs with different answers were both stored"
+        head = conv.graph.get_state(conv.config).config["configurable"]["checkpoint_id"]
+        if not stored:  # the question is still open: answer it once, as a person would
+            assert head == paused, "a refused run left a checkpoint behind"
+            run_sync(conv.resume())
+            return
+        books = {name: _copy(book) for name in stored}
+        for name in stored:
+            books[name].turn([(key, answers[name])])
+        current = next(name for name in stored if tips[name] == head)
+        conv.notebook, book.pending = books[current], []
+        conv.end_ids = [*conv.end_ids, head]
+        others = [name for name in stored if name != current]
+        if others:
+            self.other = (tips[others[0]], books[others[0]])
 
     @precondition(lambda self: self.turns > 1)
     @rule(data=st.data())

@@ -169,3 +169,50 @@ async def test_a_timeline_from_any_history_equals_the_one_pass(saver: Any, threa
     assert turn_by_turn == one_pass and counting.reads == 6
     bbox = next(row for row in one_pass.keys if row.key == BBOX)
     assert bbox.starts == [1, 2, 3, 4, 5, 6] and bbox.first_written == 1 and bbox.versions == 6
+
+
+async def test_a_limited_version_list_is_the_newest_rows_and_one_row_for_the_rest(
+    saver: Any, thread_id: str
+) -> None:
+    """``limit`` cuts the list to its newest rows and says how many came before, as one
+    ``unlisted`` row ending where the listed ones begin; the model's list (the newest 20)
+    names a turn to read the older ones with."""
+    from langchain_core.messages import HumanMessage
+
+    from mcp_state_versions.tool import MODEL_VERSIONS_LIMIT
+
+    from .conversation import PUT, agent_graph
+
+    agent = agent_graph(saver, 2)
+    config = {"configurable": {"thread_id": thread_id}}
+    for turn in range(1, 25):
+        await agent.ainvoke({"messages": [HumanMessage(f"put k=v{turn}")]}, config)
+    state = (await agent.aget_state(config)).values
+    entry = versioned_entries(state["tool_state"])[PUT + "k"]
+    history = CheckpointHistory(saver)
+    whole = await resolve_versions(
+        entry, PUT + "k", current_turn=24, history=history, thread_id=thread_id
+    )
+    assert [row.value for row in whole] == [f"v{turn}" for turn in range(1, 25)]
+    for limit in (1, 5, 23, 24, 30):
+        rows = await resolve_versions(
+            entry, PUT + "k", current_turn=24, history=history, thread_id=thread_id, limit=limit
+        )
+        if limit >= 24:
+            assert rows == whole
+            continue
+        assert rows[1:] == whole[-limit:]
+        assert (rows[0].status, rows[0].since, rows[0].until, rows[0].count) == (
+            "unlisted",
+            None,
+            24 - limit,
+            24 - limit,
+        )
+    with pytest.raises(ValueError, match="at least 1"):
+        await resolve_versions(entry, PUT + "k", current_turn=24, limit=0)
+    text = await make_inspect_state(history=history).ainvoke(
+        {"key": PUT + "k", "versions": True, "runtime": runtime_for(state, thread_id)}
+    )
+    assert text.count("\n- ") == MODEL_VERSIONS_LIMIT + 1
+    older = "- 4 versions held before turn 5: (older, not listed here: read one with turn="
+    assert older + ", e.g. turn=4)" in text

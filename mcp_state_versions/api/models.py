@@ -61,8 +61,9 @@ class VersionItem(BaseModel):
     until: int | None
     current: bool
     #: ``kept`` (``value`` is it), ``evicted`` (never stored: too large), ``pruned`` (its turns
-    #: are no longer retained), ``no_history`` (beyond the ring, and no turn history here).
-    status: Literal["kept", "evicted", "pruned", "no_history"]
+    #: are no longer retained), ``no_history`` (beyond the ring, and no turn history here),
+    #: ``unlisted`` (older than this page: ``KeyVersions.next_turn`` lists them).
+    status: Literal["kept", "evicted", "pruned", "no_history", "unlisted"]
     count: int
     writes: int
     source: Literal["ring", "history"] | None
@@ -72,10 +73,15 @@ class VersionItem(BaseModel):
 class KeyVersions(BaseModel):
     thread_id: str
     key: str
+    #: How many versions the key had by ``as_of_turn`` (now, when that is ``None``).
     versions: int
-    #: The current value (``None`` when evicted).
+    #: The value held then (``None`` when evicted).
     value: JsonValue
+    #: The list as it stood at the end of this turn (``?turn=``); ``None``: as it stands now.
+    as_of_turn: int | None = None
     items: list[VersionItem]
+    #: Pass as ``?turn=`` for the versions older than this page; ``None`` when it has them all.
+    next_turn: int | None = None
 
 
 class ThreadItem(BaseModel):

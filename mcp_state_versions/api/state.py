@@ -6,7 +6,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from ..history import Found, ThreadPresent, TurnAnswer, UnknownKey, outcome
-from ..resolve import resolve_past, resolve_turn, resolve_versions
+from ..resolve import (
+    VersionRow,
+    as_of,
+    entry_at,
+    resolve_past,
+    resolve_turn,
+    resolve_versions,
+)
+from ..state import is_entry
 from ..wording import entry_summary, eviction_status, status_line
 from .access import PROBLEMS, History, Thread
 from .models import KeySummary, KeyValue, KeyVersions, StateListing, VersionItem
@@ -17,6 +25,12 @@ __all__ = ["router"]
 router = APIRouter(prefix="/threads/{thread_id}/state", tags=["state"])
 
 Turn = Annotated[int | None, Query(ge=1, le=2**62, description="End of this turn")]
+
+VERSIONS_PAGE = 100
+"""Versions on one page of ``/versions`` unless ``?limit=`` says otherwise."""
+MAX_VERSIONS_PAGE = 1000
+"""The largest ``?limit=``: each version beyond a key's ring may cost a history read, and a
+page must answer within the request's deadline."""
 
 
 def _entry_of(present: ThreadPresent, key: str) -> Any:
@@ -42,31 +56,73 @@ async def list_state(thread_id: str, present: Thread) -> StateListing:
 
 @router.get("/{key:path}/versions", responses=PROBLEMS, summary="Every version a key has held")
 async def key_versions(
-    thread_id: str, key: str, present: Thread, history: History, turn: Turn = None
+    thread_id: str,
+    key: str,
+    present: Thread,
+    history: History,
+    turn: Annotated[
+        int | None,
+        Query(ge=1, le=2**62, description="List the versions as they stood at this turn's end"),
+    ] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_VERSIONS_PAGE, description="The most versions on one page")
+    ] = VERSIONS_PAGE,
 ) -> KeyVersions | KeyValue:
+    """The newest ``limit`` versions, oldest first; ``next_turn`` pages to older ones."""
     if present.damage is not None and turn is not None:
         return await read_key(thread_id, f"{key}/versions", present, history, turn)
     if f"{key}/versions" in present.tool_state and key not in present.tool_state:
         # A key whose last part is "versions" (a field named so): read it, as of the turn.
         return await read_key(thread_id, f"{key}/versions", present, history, turn)
-    if turn is not None:
-        raise ProblemError(
-            422,
-            "turn_not_applicable",
-            "/versions lists every version the key has held; read one turn at "
-            f"/threads/{thread_id}/state/{key}?turn={turn}",
-        )
     entry = _entry_of(present, key)
+    now = present.turn
+    if turn is not None and turn != now:
+        answer = await resolve_turn(
+            present.tool_state, key, turn, current_turn=now, history=history, thread_id=thread_id
+        )
+        if not isinstance(answer, Found):
+            _answered(thread_id, key, turn, answer, present, versions=None)  # raises
+        then = await entry_at(history, thread_id, key, turn)
+        if is_entry(then):
+            entry, now = then, turn
+        else:  # the turn's checkpoints are gone; the key's ring still held its value
+            rows = await resolve_versions(
+                entry, key, current_turn=now, history=history, thread_id=thread_id
+            )
+            return _versions_page(
+                thread_id, key, as_of(rows, turn), turn, versions=None, value=answer.value
+            )
     rows = await resolve_versions(
-        entry, key, current_turn=present.turn, history=history, thread_id=thread_id
+        entry, key, current_turn=now, history=history, thread_id=thread_id, limit=limit
     )
-    items = [VersionItem(**row.as_dict()) for row in rows]
+    return _versions_page(
+        thread_id,
+        key,
+        rows,
+        turn,
+        versions=entry["versions"],
+        value=entry.get("value"),
+    )
+
+
+def _versions_page(
+    thread_id: str,
+    key: str,
+    rows: list[VersionRow],
+    turn: int | None,
+    *,
+    versions: int | None,
+    value: Any,
+) -> KeyVersions:
+    unlisted = rows[0] if rows and rows[0].status == "unlisted" else None
     return KeyVersions(
         thread_id=thread_id,
         key=key,
-        versions=entry["versions"],
-        value=entry.get("value"),
-        items=items,
+        versions=sum(row.count for row in rows) if versions is None else versions,
+        value=value,
+        as_of_turn=turn,
+        items=[VersionItem(**row.as_dict()) for row in rows],
+        next_turn=unlisted.until if unlisted is not None else None,
     )
 
 
