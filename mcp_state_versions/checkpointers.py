@@ -87,7 +87,6 @@ async def open_checkpointer(
 @asynccontextmanager
 async def _read_only_sqlite(target: str) -> AsyncIterator[BaseCheckpointSaver]:
     import sqlite3
-    from urllib.parse import quote
 
     import aiosqlite
 
@@ -98,7 +97,7 @@ async def _read_only_sqlite(target: str) -> AsyncIterator[BaseCheckpointSaver]:
     with path.open("rb") as file:
         if file.read(len(_SQLITE_HEADER)) != _SQLITE_HEADER:
             raise NotACheckpointDatabase(f"{target!r} is not a SQLite database")
-    async with aiosqlite.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True) as conn:
+    async with aiosqlite.connect(_read_only_uri(path), uri=True) as conn:
         try:
             async with conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'") as rows:
                 tables = {row[0] for row in await rows.fetchall()}
@@ -113,6 +112,32 @@ async def _read_only_sqlite(target: str) -> AsyncIterator[BaseCheckpointSaver]:
         saver = PruningSqliteSaver(conn)
         saver.is_setup = True  # the tables are there; setting up would write to the file
         yield saver
+
+
+def _read_only_uri(path: Path) -> str:
+    """How SQLite opens ``path`` for reading only.
+
+    A file in WAL mode is read beside its ``-shm`` index, which a reader creates when it is
+    missing; on a read-only mount it cannot, and ``mode=ro`` fails. There the file cannot
+    change either, so it is opened ``immutable`` (no locks, no index), which reads it exactly
+    when every write is in the file itself. Writes still in a ``-wal`` file would be missed
+    that way: that case is refused, saying what to do.
+    """
+    import os
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(path.resolve()))}"
+    if os.access(path.parent, os.W_OK) or Path(f"{path}-shm").exists():
+        return f"{uri}?mode=ro"
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise NotACheckpointDatabase(
+            f"{str(path)!r} is in a directory that cannot be written, and its latest writes "
+            f"are still in {wal.name}, which SQLite reads only beside a -shm file it would "
+            "have to create there; copy the file with its -wal file to a writable directory "
+            "and open the copy"
+        )
+    return f"{uri}?immutable=1"
 
 
 def _in_memory(target: str) -> bool:

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -540,3 +541,63 @@ def test_help_and_version_load_no_langgraph(flag: str) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture
+def mount(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None]]]:
+    """A directory on a file system of its own (tmpfs) and a call that makes it read-only,
+    as a read-only volume or a snapshot mount is."""
+    where = tmp_path / "mount"
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(where)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"mounting a file system needs root here: {done.stderr.decode().strip()}")
+
+    def read_only() -> None:
+        subprocess.run(["mount", "-o", "remount,ro", str(where)], check=True)
+
+    try:
+        yield where, read_only
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+def test_readers_work_on_a_read_only_mount(
+    demo_file: tuple[str, str, str], mount: tuple[Path, Callable[[], None]]
+) -> None:
+    """On a read-only mount SQLite cannot create the ``-shm`` index a WAL reader needs: the
+    file is opened immutable there (it cannot change), and read as anywhere else; a file whose
+    latest writes are still in its ``-wal`` is refused in one line, not read without them."""
+    import shutil
+    import sqlite3
+
+    spec, first, _ = demo_file
+    where, read_only = mount
+    shutil.copy(spec.removeprefix("sqlite:"), where / "demo.sqlite")
+    held = where / "held.sqlite"
+    writer = sqlite3.connect(held)
+    writer.execute("PRAGMA journal_mode=wal")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    with sqlite3.connect(spec.removeprefix("sqlite:")) as source:
+        source.backup(writer)
+    writer.execute("CREATE TABLE later (x)")
+    writer.commit()
+    shutil.copy(held, where / "copied.sqlite")  # the file and its -wal, not the -shm
+    shutil.copy(f"{held}-wal", where / "copied.sqlite-wal")
+    writer.close()
+    read_only()
+    assert subprocess.run(["touch", str(where / "x")], capture_output=True).returncode != 0
+    demo = f"sqlite:{where / 'demo.sqlite'}"
+    for command in (
+        ["threads"],
+        ["turns", "--thread", first],
+        ["inspect", "--thread", first, BBOX, "--turn", "1"],
+    ):
+        done = _cli(command[0], "--checkpointer", demo, *command[1:])
+        assert done.returncode == 0, (command, done.stderr)
+    assert (
+        "55.5"
+        in _cli("inspect", "--checkpointer", demo, "--thread", first, BBOX, "--turn", "1").stdout
+    )
+    done = _cli("threads", "--checkpointer", f"sqlite:{where / 'copied.sqlite'}")
+    _one_line(done, 7, "copied.sqlite-wal", "writable directory")
