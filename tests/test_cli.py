@@ -549,7 +549,9 @@ def mount(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None]]]:
     as a read-only volume or a snapshot mount is."""
     where = tmp_path / "mount"
     where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(where)], capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(where)], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip(f"mounting a file system needs root here: {done.stderr.decode().strip()}")
 
@@ -601,3 +603,28 @@ def test_readers_work_on_a_read_only_mount(
     )
     done = _cli("threads", "--checkpointer", f"sqlite:{where / 'copied.sqlite'}")
     _one_line(done, 7, "copied.sqlite-wal", "writable directory")
+
+
+def test_prune_and_sweep_on_a_full_disk_exit_9_in_one_line(
+    demo_file: tuple[str, str, str], mount: tuple[Path, Callable[[], None]]
+) -> None:
+    """A store that cannot be written (no space left) is a store that does not answer: one
+    line and exit 9, as for a read-only file, never a traceback; the file reads as before."""
+    import shutil
+
+    spec, first, _ = demo_file
+    where, _ = mount
+    copy = where / "demo.sqlite"
+    shutil.copy(spec.removeprefix("sqlite:"), copy)
+    before = _cli("inspect", "--checkpointer", f"sqlite:{copy}", "--thread", first, "--json")
+    assert before.returncode == 0, before.stderr
+    # Fill the file system, then free nothing: the next page SQLite writes finds no room.
+    subprocess.run(["dd", "if=/dev/zero", f"of={where / 'filler'}", "bs=64k"], capture_output=True)
+    assert shutil.disk_usage(where).free < 64 * 1024
+    prune = ("prune", "--thread", first, "--keep-turns", "1")
+    sweep = ("sweep", "--keep-turns", "1", "--yes")
+    for command in (prune, sweep):
+        done = _cli(command[0], "--checkpointer", f"sqlite:{copy}", *command[1:])
+        _one_line(done, 9, "full")
+    after = _cli("inspect", "--checkpointer", f"sqlite:{copy}", "--thread", first, "--json")
+    assert after.returncode == 0 and after.stdout == before.stdout, after.stderr

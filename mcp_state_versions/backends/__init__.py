@@ -689,7 +689,7 @@ _UNREACHABLE = {
 """Errors that say a PostgreSQL server did not answer (named, not imported: the extra may be
 absent)."""
 
-_SQLITE_BUSY = ("locked", "busy", "unable to open", "disk i/o", "readonly", "read-only")
+_SQLITE_BUSY = ("locked", "busy", "unable to open", "disk i/o", "readonly", "read-only", "is full")
 
 
 def unreachable(error: BaseException) -> bool:
