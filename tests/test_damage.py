@@ -204,3 +204,60 @@ async def test_a_parent_link_cycle_is_damage_of_that_thread_alone(kind: str, tmp
             assert listed.status_code == 200, listed.text  # the listing lists it as damaged
             [item] = listed.json()["threads"]
             assert item["turns"] is None and "cycle" in item["damage"]
+
+
+async def test_metadata_that_is_not_json_in_a_file_the_stock_saver_wrote(tmp_path: Any) -> None:
+    """One checkpoint row whose metadata is not JSON (a hand edit, a torn write). The
+    library's index is built over every row: the row reads as one without metadata, so the
+    writer opens the file, ``index`` builds, and every turn reads its value, the damaged
+    row a thread's head or in its middle (the walk reads the checkpoint itself where its
+    metadata would have said something: its stamp, its delta counter)."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from mcp_state_versions.checkpointers import open_checkpointer
+
+    path = tmp_path / "stock.sqlite"
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+        middle, head = (await _thread(saver))[1], (await _thread(saver))[1]
+        middle_at = await _end_of(saver, middle, 1)
+        head_at = await backend_for(saver).head(head, "")
+    with sqlite3.connect(path) as db:
+        for thread_id, checkpoint_id in [(middle, middle_at), (head, head_at)]:
+            db.execute(
+                "UPDATE checkpoints SET metadata = ? WHERE thread_id = ? AND checkpoint_id = ?",
+                (b"\xff{not json", thread_id, checkpoint_id),
+            )
+    spec = f"sqlite:{path}"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "mcp_state_versions.cli", args[0], "--checkpointer"]
+        return subprocess.run(
+            [*command, spec, *args[1:]], capture_output=True, text=True, timeout=120
+        )
+
+    expected = {1: CPH, 2: GAZETTEER["aarhus"]["bbox"], 3: GAZETTEER["oslo"]["bbox"]}
+    for turn, value in expected.items():  # before the index exists, then with it
+        done = cli("inspect", "--thread", middle, BBOX, "--turn", str(turn), "--json")
+        assert done.returncode == 0 and json.loads(done.stdout)["value"] == value, done.stderr
+    done = cli("index")
+    assert done.returncode == 0 and "in place" in done.stdout, done.stderr
+    for turn, value in expected.items():
+        done = cli("inspect", "--thread", head, BBOX, "--turn", str(turn), "--json")
+        assert done.returncode == 0 and json.loads(done.stdout)["value"] == value, done.stderr
+    done = cli("threads", "--json")
+    assert done.returncode == 0 and done.stdout.count('"turns": 3') == 2, done.stdout
+    async with open_checkpointer(spec) as saver:  # the library's writer, which indexes
+        transport = httpx.ASGITransport(app=create_app(saver))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            for turn, value in expected.items():
+                answer = await http.get(f"/threads/{middle}/state/{BBOX}", params={"turn": turn})
+                assert answer.status_code == 200 and answer.json()["value"] == value
+            now = await http.get(f"/threads/{head}/state/{BBOX}")
+            assert now.status_code == 200 and now.json()["value"] == expected[3], now.text
+            listed = await http.get("/threads")
+            assert listed.status_code == 200, listed.text
+        await run_turn(agent_on(saver, ring_size=0), middle, "find Copenhagen")
+        history = CheckpointHistory(saver)
+        assert (await history.turns(middle)).total == 4

@@ -44,14 +44,24 @@ from . import (
 
 __all__ = ["INDEX_NAME", "SqliteBackend", "sqlite_backend"]
 
-INDEX_NAME = "mcp_state_versions_lineage_v2"
+INDEX_NAME = "mcp_state_versions_lineage_v3"
 """The covering index over what a walk reads: ids, parents, the turn stamp, ``source``, and
 how many steps ago ``tool_state`` was last stored whole (LangGraph's delta counters)."""
 
-_OLD_INDEX_NAMES = ("mcp_state_versions_lineage",)
+_OLD_INDEX_NAMES = ("mcp_state_versions_lineage", "mcp_state_versions_lineage_v2")
 """Indexes earlier releases created, dropped when the current one is."""
 
 _META_TEXT = "CAST(metadata AS TEXT)"
+
+
+def _meta(path: str, table: str = "") -> str:
+    """The metadata field at ``path`` of a checkpoint row, ``NULL`` where the row's metadata
+    is not JSON: one damaged row (written by hand, cut short on disk) must not fail the index
+    that every read of the file goes through, nor every read of its thread. Where the row's
+    field mattered, the walk reads the checkpoint itself (no stamp: its clock places it; no
+    delta counter: its value, or its parents' writes where it stores none)."""
+    text = f"CAST({table}metadata AS TEXT)"
+    return f"(CASE WHEN json_valid({text}) THEN json_extract({text}, '$.{path}') END)"
 
 
 def _link_sql() -> str:
@@ -59,15 +69,14 @@ def _link_sql() -> str:
 
     return (
         f"SELECT checkpoint_id, parent_checkpoint_id, "
-        f"json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
-        f"json_extract({_META_TEXT}, '$.source') FROM checkpoints "
+        f"{_meta(TURN_METADATA_KEY)}, "
+        f"{_meta('source')} FROM checkpoints "
         "WHERE thread_id = ? AND checkpoint_ns = ?"
     )
 
 
 def _counter(table: str = "") -> str:
-    meta = f"CAST({table}metadata AS TEXT)"
-    return f"json_extract({meta}, '$.counters_since_delta_snapshot.{TOOL_STATE}')"
+    return _meta(f"counters_since_delta_snapshot.{TOOL_STATE}", table)
 
 
 _COUNTER = _counter()
@@ -83,8 +92,8 @@ def _index_sql() -> list[str]:
     return [
         f"CREATE INDEX IF NOT EXISTS {INDEX_NAME} ON checkpoints (thread_id, checkpoint_ns, "
         f"checkpoint_id, parent_checkpoint_id, "
-        f"json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
-        f"json_extract({_META_TEXT}, '$.source'), {_COUNTER})",
+        f"{_meta(TURN_METADATA_KEY)}, "
+        f"{_meta('source')}, {_COUNTER})",
         *(f"DROP INDEX IF EXISTS {name}" for name in _OLD_INDEX_NAMES),
     ]
 
@@ -112,8 +121,8 @@ def _delta_history_sql(task_path: str, from_head: bool) -> str:
     return (
         "WITH RECURSIVE chain(id, parent, counter, depth, stamp, source) AS ("
         f"SELECT checkpoint_id, parent_checkpoint_id, {_COUNTER}, 0, "
-        f"json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
-        f"json_extract({_META_TEXT}, '$.source') FROM checkpoints INDEXED BY {INDEX_NAME} "
+        f"{_meta(TURN_METADATA_KEY)}, "
+        f"{_meta('source')} FROM checkpoints INDEXED BY {INDEX_NAME} "
         f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = {start} "
         f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_counter('c.')}, "
         f"chain.depth + 1, NULL, NULL FROM chain CROSS JOIN checkpoints c INDEXED BY {INDEX_NAME} "
@@ -136,8 +145,8 @@ def _lineage_sql() -> str:
 
     return (
         "SELECT checkpoint_id, parent_checkpoint_id, "
-        f"json_extract({_META_TEXT}, '$.{TURN_METADATA_KEY}'), "
-        f"json_extract({_META_TEXT}, '$.source'), {_COUNTER} "
+        f"{_meta(TURN_METADATA_KEY)}, "
+        f"{_meta('source')}, {_COUNTER} "
         f"FROM checkpoints INDEXED BY {INDEX_NAME} WHERE thread_id = ? AND checkpoint_ns = ? "
         "ORDER BY checkpoint_id DESC"
     )
@@ -299,8 +308,9 @@ class SqliteBackend(SqlBackend):
         await self._write(
             [
                 (
-                    "UPDATE checkpoints SET type = ?, checkpoint = ?, metadata = CAST(json_remove("
-                    f"{_META_TEXT}, '$.counters_since_delta_snapshot.{channel}') AS BLOB) "
+                    "UPDATE checkpoints SET type = ?, checkpoint = ?, metadata = CASE WHEN "
+                    f"json_valid({_META_TEXT}) THEN CAST(json_remove({_META_TEXT}, "
+                    f"'$.counters_since_delta_snapshot.{channel}') AS BLOB) ELSE metadata END "
                     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
                     (kind, data, thread_id, namespace, checkpoint_id),
                 )
