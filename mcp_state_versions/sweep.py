@@ -13,8 +13,9 @@ agents that are writing:
 * **Safe beside writers.** Pruning has the guarantees of :func:`prune_thread` (one read of the
   thread, the head and anything saved after that read kept, other branches sealed). A thread
   is deleted for idleness only if its newest checkpoint is older than ``idle_for`` when it is
-  listed *and* is still the newest when it is about to go: a run that started meanwhile
-  makes it active again, and it stays.
+  listed *and* is still the newest when it goes, checked and deleted as one step with the
+  writers held off (:meth:`~mcp_state_versions.backends.Backend.delete_idle_thread`): a run
+  that stored a checkpoint meanwhile makes it active again, and it stays.
 * **A dry run tells the truth.** ``dry_run=True`` changes nothing and reports the figures the
   same sweep would: the same threads, checkpoints and bytes.
 
@@ -236,8 +237,7 @@ async def _sweep_one(
             if dry_run:
                 return "deleted", removed, freed
             # Written to since it was listed: a run is going on, and the thread stays.
-            if await backend.head(thread_id, "") == head:
-                await backend.delete_thread(thread_id)
+            if await backend.delete_idle_thread(thread_id, head):
                 return "deleted", removed, freed
             return "kept", 0, 0
     if not policy.prunes:

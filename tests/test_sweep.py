@@ -256,3 +256,72 @@ def test_serve_runs_the_sweeper_the_environment_asks_for(tmp_path: Path) -> None
         server.terminate()
         _, log = server.communicate(timeout=15)
     assert "swept 1 threads" in log, log
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_idle_thread_goes_only_if_its_head_is_still_the_one_found_idle(
+    kind: str, tmp_path: Path
+) -> None:
+    """The check and the delete are one step: a thread written after it was found idle (its
+    head is no longer the one found) stays whole; one whose head is still it goes whole."""
+    from mcp_state_versions.backends import backend_for
+
+    async with fresh_saver(kind, tmp_path) as (saver, _):
+        backend = backend_for(saver)
+        await _turns(saver, "found-idle", 1)
+        found = await backend.head("found-idle", "")
+        assert found is not None
+        await _turns(saver, "found-idle", 1)  # a run after the sweep found it idle
+        head = await backend.head("found-idle", "")
+        assert not await backend.delete_idle_thread("found-idle", found)
+        assert (await CheckpointHistory(saver).turns("found-idle")).total == 1 + 1
+        assert await backend.head("found-idle", "") == head
+        assert await backend.delete_idle_thread("found-idle", head)  # type: ignore[arg-type]
+        assert await backend.head("found-idle", "") is None
+        assert await CheckpointHistory(saver).present("found-idle") is None
+
+
+@pytest.mark.postgres
+async def test_a_checkpoint_stored_while_an_idle_thread_is_deleted_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """PostgreSQL: a writer's INSERT of a new checkpoint is in flight (not committed) when
+    the sweep's delete of the idle thread begins. The delete waits for it, then finds the
+    thread written to, and keeps it whole: never a thread deleted with the run that just
+    stored on it, nor the run's checkpoint left without its parents."""
+    import psycopg
+    from langgraph.checkpoint.base.id import uuid6
+
+    from mcp_state_versions.backends import backend_for
+
+    async with fresh_saver("postgres", tmp_path) as (saver, dsn):
+        backend = backend_for(saver)
+        await _turns(saver, "in-flight", 2)
+        head = await backend.head("in-flight", "")
+        before = len(await backend.checkpoint_ids("in-flight", ""))
+        writer = await psycopg.AsyncConnection.connect(dsn)
+        watcher = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        try:
+            await writer.execute(
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+                "parent_checkpoint_id, type, checkpoint, metadata) SELECT thread_id, "
+                "checkpoint_ns, %s, checkpoint_id, type, checkpoint, metadata FROM checkpoints "
+                "WHERE thread_id = %s AND checkpoint_id = %s",
+                (str(uuid6()), "in-flight", head),
+            )
+            deleting = asyncio.ensure_future(backend.delete_idle_thread("in-flight", head))  # type: ignore[arg-type]
+            # Wait for the event, not for a time: the delete waiting on the writer's lock.
+            while not deleting.done():
+                waits = await watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND datname = current_database()"
+                )
+                if (await waits.fetchone())[0]:  # type: ignore[index]
+                    break
+                await asyncio.sleep(0.01)
+            await writer.commit()
+            assert not await deleting, "the thread was deleted under the writer's checkpoint"
+        finally:
+            await writer.close()
+            await watcher.close()
+        assert len(await backend.checkpoint_ids("in-flight", "")) == before + 1

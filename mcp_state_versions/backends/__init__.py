@@ -384,6 +384,19 @@ class Backend:
         else:
             await self.saver.adelete_thread(thread_id)
 
+    async def delete_idle_thread(self, thread_id: str, head: str) -> bool:
+        """Delete a whole thread if ``head`` is still its newest checkpoint (root namespace),
+        the check and the delete as one step: a run that stored a checkpoint after the thread
+        was found idle keeps it. ``False`` when the thread was written to, and stays.
+
+        The database backends hold the writers off between the two (SQLite's write lock, a
+        PostgreSQL table lock for the transaction's few statements). Here, for a saver known
+        only by its API, nothing can, and the two are as close as its API allows."""
+        if await self.head(thread_id, "") != head:
+            return False
+        await self.delete_thread(thread_id)
+        return True
+
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         """Delete checkpoints with their writes, and blobs no remaining checkpoint uses."""
         raise TypeError(

@@ -267,6 +267,15 @@ class MemoryBackend(Backend):
         await super().delete_thread(thread_id)
         forget(self.saver, thread_id)
 
+    async def delete_idle_thread(self, thread_id: str, head: str) -> bool:
+        # No await between the check and the delete: no run of this process stores between.
+        stored = self._stored(thread_id, "")
+        if not stored or max(stored) != head:
+            return False
+        self.saver.delete_thread(thread_id)
+        forget(self.saver, thread_id)
+        return True
+
     async def delete_writes(
         self, thread_id: str, namespace: str, checkpoint_id: str, task_ids: Sequence[str]
     ) -> None:

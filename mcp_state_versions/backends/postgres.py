@@ -133,6 +133,13 @@ _DELETES = (
     "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
     "AND checkpoint_id = ANY(%s)",
 )
+_LOCK_WRITERS_OUT = (
+    "LOCK TABLE checkpoints, checkpoint_writes, checkpoint_blobs IN SHARE ROW EXCLUSIVE MODE"
+)
+_DELETE_THREAD = tuple(
+    f"DELETE FROM {table} WHERE thread_id = %s"
+    for table in ("checkpoint_writes", "checkpoint_blobs", "checkpoints")
+)
 _DELETE_TASK_WRITES = (
     "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
     "AND checkpoint_id = %s AND task_id = ANY(%s)"
@@ -345,6 +352,24 @@ class PostgresBackend(SqlBackend):
             for sql in _DELETES:
                 await _run(cursor, sql, (thread_id, namespace, ids), self.native_sync)
             await _run(cursor, _DELETE_UNUSED_BLOBS, (thread_id, namespace), self.native_sync)
+
+    async def delete_idle_thread(self, thread_id: str, head: str) -> bool:
+        # The table lock (for this transaction's few statements) holds off any writer's
+        # INSERT: no run stores a checkpoint or a write between the check and the delete;
+        # reads go on.
+        from psycopg.rows import tuple_row
+
+        forget_histories(self.saver, thread_id)
+        async with self._transaction() as cursor:
+            cursor.row_factory = tuple_row
+            await _run(cursor, _LOCK_WRITERS_OUT, (), self.native_sync)
+            await _run(cursor, _HEAD_SQL, (thread_id, ""), self.native_sync)
+            found = cursor.fetchall() if self.native_sync else await cursor.fetchall()
+            if not found or found[0][0] != head:
+                return False
+            for sql in _DELETE_THREAD:
+                await _run(cursor, sql, (thread_id,), self.native_sync)
+        return True
 
     async def delete_writes(
         self, thread_id: str, namespace: str, checkpoint_id: str, task_ids: Sequence[str]

@@ -162,6 +162,8 @@ _HEAD_SQL = (
     "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
     "ORDER BY checkpoint_id DESC LIMIT 1"
 )
+_TABLES = ("writes", "checkpoints")
+"""The stock savers' tables, in the order a whole thread's rows are deleted."""
 _ROW_SQL = (
     "SELECT type, checkpoint FROM checkpoints "
     "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
@@ -414,6 +416,38 @@ class SqliteBackend(SqlBackend):
                 for table in ("writes", "checkpoints")
             ]
         )
+
+    async def delete_idle_thread(self, thread_id: str, head: str) -> bool:
+        # BEGIN IMMEDIATE takes the file's write lock before the head is read: no writer,
+        # in this process or another, stores a checkpoint between the check and the delete.
+        forget_histories(self.saver, thread_id)
+        statements = [(f"DELETE FROM {t} WHERE thread_id = ?", (thread_id,)) for t in _TABLES]
+        if self.native_sync:
+            with self.saver.lock:
+                conn = self.saver.conn
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    found = conn.execute(_HEAD_SQL, (thread_id, "")).fetchall()
+                    if found and found[0][0] == head:
+                        for sql, params in statements:
+                            conn.execute(sql, params)
+                finally:
+                    conn.commit()
+            return bool(found and found[0][0] == head)
+        if self.sync:
+            raise NeedsAsync(type(self.saver).__name__)
+        await self.saver.setup()
+        async with self.saver.lock:
+            conn = self.saver.conn
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                found = await conn.execute_fetchall(_HEAD_SQL, (thread_id, ""))
+                if found and found[0][0] == head:
+                    for sql, params in statements:
+                        await conn.execute(sql, params)
+            finally:
+                await conn.commit()
+        return bool(found and found[0][0] == head)
 
     async def delete_writes(
         self, thread_id: str, namespace: str, checkpoint_id: str, task_ids: Sequence[str]
