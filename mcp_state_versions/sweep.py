@@ -19,9 +19,13 @@ agents that are writing:
 * **A dry run tells the truth.** ``dry_run=True`` changes nothing and reports the figures the
   same sweep would: the same threads, checkpoints and bytes.
 
-A thread's age is that of its newest checkpoint in the root namespace, read from the
-checkpoint id (LangGraph's ids are version-6 UUIDs, which carry the time they were made) or,
-for an id that carries none, from the checkpoint's own ``ts``.
+A thread's age is that of its newest checkpoint in the root namespace, by the store's clock
+where the store keeps one: on PostgreSQL with ``track_commit_timestamp = on``, the time the
+row was committed, against the server's ``now()``. A writer whose clock is days behind then
+cannot make a thread it just wrote look idle. Elsewhere it is read from the checkpoint id
+(LangGraph's ids are version-6 UUIDs, which carry the writer's time they were made) or, for
+an id that carries none, from the checkpoint's own ``ts``, against the server's ``now()`` on
+PostgreSQL and this machine's clock otherwise.
 """
 
 from __future__ import annotations
@@ -159,7 +163,7 @@ async def sweep(
     after: str | None = None,
     limit: int | None = None,
     page: int = 200,
-    now: Callable[[], float] = time.time,
+    now: Callable[[], float] | None = None,
     progress: Callable[[SweepProgress], None] | None = None,
 ) -> SweepReport:
     """Apply a retention policy to every thread of ``saver`` (see the module docstring).
@@ -168,8 +172,10 @@ async def sweep(
     deleted whole. ``keep_turns``/``drop_abandoned``: every other thread is pruned as
     :func:`~mcp_state_versions.retention.prune_thread` does. ``after`` resumes after a thread
     id; ``limit`` stops after that many threads (the report's ``resume_after`` says where);
-    ``page`` is how many threads are listed at a time. Works on ``InMemorySaver``, the SQLite
-    savers and the PostgreSQL savers (and their subclasses).
+    ``page`` is how many threads are listed at a time. ``now`` is the clock a thread's age is
+    measured by (``None``: the store's own where it has one, as PostgreSQL has, else this
+    machine's). Works on ``InMemorySaver``, the SQLite savers and the PostgreSQL savers (and
+    their subclasses).
     """
     if isinstance(idle_for, timedelta):
         idle_for = idle_for.total_seconds()
@@ -188,7 +194,7 @@ async def sweep(
             break
         for thread_id, head in listed:
             action, removed, freed = await _sweep_one(
-                saver, backend, thread_id, head, policy, dry_run=dry_run, now=now()
+                saver, backend, thread_id, head, policy, dry_run=dry_run, now=now
             )
             if action == "deleted":
                 deleted.append(thread_id)
@@ -226,12 +232,12 @@ async def _sweep_one(
     policy: SweepPolicy,
     *,
     dry_run: bool,
-    now: float,
+    now: Callable[[], float] | None,
 ) -> tuple[str, int, int]:
     """``(action, checkpoints removed, bytes removed)`` for one thread."""
     if policy.idle_for is not None:
-        made = await _head_time(backend, thread_id, head)
-        if made is not None and now - made > policy.idle_for:
+        made, current = await _age(backend, thread_id, head, now)
+        if made is not None and current - made > policy.idle_for:
             removed = len(await backend.checkpoint_ids(thread_id, ""))
             freed = await backend.stored_bytes(thread_id, None, None)
             if dry_run:
@@ -252,6 +258,18 @@ async def _sweep_one(
     if result.deleted == 0:
         return "kept", 0, 0
     return "pruned", result.deleted, result.bytes_removed
+
+
+async def _age(
+    backend: Backend, thread_id: str, head: str, now: Callable[[], float] | None
+) -> tuple[float | None, float]:
+    """When the thread's head was written, and the time now, on one clock: the store's where
+    it keeps commit times, else the writer's (in the head's id) against ``now`` or the
+    store's time or this machine's."""
+    committed, store_now = await backend.written_at(thread_id, head)
+    made = committed if committed is not None else await _head_time(backend, thread_id, head)
+    current = now() if now is not None else store_now if store_now is not None else time.time()
+    return made, current
 
 
 async def _head_time(backend: Backend, thread_id: str, head: str) -> float | None:

@@ -35,7 +35,9 @@ def _free_port() -> int:
 class Instance:
     """One server: ``start()`` and ``stop()`` as often as a test likes, on the same data."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, settings: dict[str, str] | None = None) -> None:
+        #: Server settings beyond the defaults (``-c name=value``).
+        self.settings = settings or {}
         bin_dir = _binaries()
         if bin_dir is None:
             pytest.fail("PostgreSQL's initdb is not installed; it is needed for outage tests")
@@ -65,6 +67,7 @@ class Instance:
             *self._as_user, str(self.bin / "postgres"), "-D", str(self.data),
             "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
             "-c", f"unix_socket_directories={self.data}", "-c", "fsync=off",
+            *(part for name, value in self.settings.items() for part in ("-c", f"{name}={value}")),
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 30
@@ -100,13 +103,13 @@ class Instance:
 
 
 @contextmanager
-def postgres_instance() -> Iterator[Instance]:
-    """A started server of the test's own, stopped (by process id) when the block ends, its
-    data in a temporary directory of its own (a server run as ``postgres`` cannot enter
-    pytest's, which only root may)."""
+def postgres_instance(**settings: str) -> Iterator[Instance]:
+    """A started server of the test's own (with ``settings``), stopped (by process id) when
+    the block ends, its data in a temporary directory of its own (a server run as
+    ``postgres`` cannot enter pytest's, which only root may)."""
     root = Path(tempfile.mkdtemp(prefix="mcp-state-versions-pg-"))
     try:
-        instance = Instance(root)
+        instance = Instance(root, settings)
         instance.start()
         try:
             yield instance

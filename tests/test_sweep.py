@@ -325,3 +325,38 @@ async def test_a_checkpoint_stored_while_an_idle_thread_is_deleted_keeps_it(
             await writer.close()
             await watcher.close()
         assert len(await backend.checkpoint_ids("in-flight", "")) == before + 1
+
+
+DAY = 86400.0
+
+
+@pytest.mark.postgres
+async def test_a_writer_whose_clock_is_behind_cannot_make_a_thread_look_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer 40 days behind writes checkpoint ids dated 40 days ago. Where PostgreSQL keeps
+    commit times (``track_commit_timestamp = on``) the sweep measures a thread's age by them
+    and the server's ``now()``: the thread written a moment ago stays under ``idle_for=30d``,
+    and goes once 30 days have passed by the server's clock. Without commit times, the age
+    read from the ids is what there is (the README says so)."""
+    from langgraph.checkpoint.base import id as checkpoint_ids
+
+    from mcp_state_versions.retention import open_postgres_saver
+
+    from .pg_instance import postgres_instance
+
+    behind = int(40 * DAY * 1e9)
+    monkeypatch.setattr(checkpoint_ids, "_last_v6_timestamp", None)
+    monkeypatch.setattr(
+        checkpoint_ids, "time", type("Behind", (), {"time_ns": lambda: time.time_ns() - behind})
+    )
+    with postgres_instance(track_commit_timestamp="on") as server:
+        async with open_postgres_saver(server.dsn) as saver:
+            await _turns(saver, "skewed", 2)
+            monkeypatch.undo()
+            head = await CheckpointHistory(saver).branch_checkpoint_ids("skewed")
+            assert time.time() - checkpoint_time(head[0]) > 39 * DAY  # type: ignore[operator]
+            kept = await sweep(saver, idle_for=30 * DAY)
+            assert kept.threads_deleted == 0 and await CheckpointHistory(saver).present("skewed")
+            later = await sweep(saver, idle_for=30 * DAY, now=lambda: time.time() + 31 * DAY)
+            assert later.deleted == ("skewed",)

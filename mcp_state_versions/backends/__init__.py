@@ -384,6 +384,13 @@ class Backend:
         else:
             await self.saver.adelete_thread(thread_id)
 
+    async def written_at(self, thread_id: str, checkpoint_id: str) -> tuple[float | None, ...]:
+        """``(when the store committed the checkpoint, the store's time now)``, Unix seconds
+        by the store's own clock, each ``None`` where the store keeps no such time. A
+        sweep's idea of a thread's age: a writer's clock (in its checkpoint ids) may be days
+        off; the store's is one clock for every writer."""
+        return None, None
+
     async def delete_idle_thread(self, thread_id: str, head: str) -> bool:
         """Delete a whole thread if ``head`` is still its newest checkpoint (root namespace),
         the check and the delete as one step: a run that stored a checkpoint after the thread

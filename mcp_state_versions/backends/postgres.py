@@ -133,6 +133,14 @@ _DELETES = (
     "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s "
     "AND checkpoint_id = ANY(%s)",
 )
+_WRITTEN_AT_SQL = (
+    "SELECT CASE WHEN current_setting('track_commit_timestamp') = 'on' THEN "
+    "extract(epoch FROM pg_xact_commit_timestamp(xmin)) END, extract(epoch FROM now()) "
+    "FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id = %s"
+)
+"""When a checkpoint row was committed (where the server keeps commit times:
+``track_commit_timestamp = on``; ``NULL`` for rows committed before it was turned on) and the
+server's time now."""
 _LOCK_WRITERS_OUT = (
     "LOCK TABLE checkpoints, checkpoint_writes, checkpoint_blobs IN SHARE ROW EXCLUSIVE MODE"
 )
@@ -352,6 +360,13 @@ class PostgresBackend(SqlBackend):
             for sql in _DELETES:
                 await _run(cursor, sql, (thread_id, namespace, ids), self.native_sync)
             await _run(cursor, _DELETE_UNUSED_BLOBS, (thread_id, namespace), self.native_sync)
+
+    async def written_at(self, thread_id: str, checkpoint_id: str) -> tuple[float | None, ...]:
+        rows = await self._rows(_WRITTEN_AT_SQL, (thread_id, checkpoint_id))
+        if not rows:
+            return None, None
+        committed, now = rows[0]
+        return (None if committed is None else float(committed)), float(now)
 
     async def delete_idle_thread(self, thread_id: str, head: str) -> bool:
         # The table lock (for this transaction's few statements) holds off any writer's
