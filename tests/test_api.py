@@ -452,3 +452,31 @@ async def test_a_turn_s_conversation_names_its_message_calls_and_reply() -> None
         keys = (await http.get("/threads/talk/timeline")).json()["keys"]
         known = {row["key"]: row["known_from"] for row in keys}
         assert known[BBOX] == 1  # Oslo since 3, and the ring's Copenhagen since 1
+
+
+async def test_any_thread_id_and_key_can_be_addressed() -> None:
+    """A thread id holding ``/`` is sent with it encoded (``%2F``), and an id or key part of
+    dots (which clients resolve as ``.`` and ``..`` before sending) behind a ``~``: each
+    reads its own thread and key, never another's, and a dotted key that is not set is
+    answered for that key."""
+    from .conversation import PUT, agent_graph
+
+    saver = PruningInMemorySaver()
+    agent = agent_graph(saver, 2)
+    ids = {"user/42": "user%2F42", "..": "~..", ".": "~.", "~..": "~~..", "a/../b": "a%2F..%2Fb"}
+    for number, thread_id in enumerate(ids, start=1):
+        config = {"configurable": {"thread_id": thread_id}}
+        await agent.ainvoke({"messages": [HumanMessage(f"put k={number}")]}, config)
+    await agent.ainvoke(
+        {"messages": [HumanMessage("put k=0")]}, {"configurable": {"thread_id": "b"}}
+    )
+    async with client(create_app(saver)) as http:
+        for number, (thread_id, sent) in enumerate(ids.items(), start=1):
+            answer = await http.get(f"/threads/{sent}/state/{PUT}k")
+            assert answer.status_code == 200, (thread_id, answer.text)
+            assert answer.json()["thread_id"] == thread_id and answer.json()["value"] == str(number)
+            turns = await http.get(f"/threads/{sent}/turns")
+            assert turns.status_code == 200 and turns.json()["thread_id"] == thread_id
+        dotted = await http.get(f"/threads/~../state/{PUT}~..")
+        assert dotted.status_code == 404 and dotted.json()["code"] == "unknown_key"
+        assert f"{PUT}.." in dotted.json()["detail"]

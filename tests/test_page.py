@@ -38,6 +38,9 @@ KNOWN = "known-after-prune"
 """A thread pruned to its last turn whose key has held one value since turn 1: the pruned turns
 are still known, from the key's own entry."""
 
+ODD_IDS = ("..", "user/42")
+"""Thread ids a URL path resolves or splits unless written with care."""
+
 # Turns: 1 chat, 2 Copenhagen, 3 chat, 4 Aarhus, 5 chat, 6 Oslo, 7 chat; then turns 1–2 pruned.
 SCRIPT = ["chat", "find Copenhagen", "chat", "find Aarhus", "chat", "find Oslo", "chat"]
 
@@ -54,6 +57,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             for text in SCRIPT:
                 await run_turn(agent, THREAD, text)
             await run_turn(agent, "another-thread", "find Oslo")
+            for odd in ODD_IDS:
+                await run_turn(agent, odd, "find Oslo")
             await prune_thread(saver, THREAD, keep_turns=5)
             for text in ("find Copenhagen", "chat", "chat"):
                 await run_turn(agent, KNOWN, text)
@@ -252,3 +257,16 @@ def test_a_pruned_turn_still_known_is_drawn_apart_and_reads(page: Any, served: s
     detail.get_by_role("heading", name=f"{BBOX} at the end of turn 1").wait_for()
     detail.get_by_text("12.4").first.wait_for()
     assert detail.get_by_role("alert").count() == 0
+
+
+@pytest.mark.parametrize("thread_id", ODD_IDS)
+def test_a_thread_whose_id_is_dots_or_holds_a_slash_opens(
+    page: Any, served: str, thread_id: str
+) -> None:
+    signed_in(page, served)
+    page.get_by_role("link", name=thread_id, exact=True).click()
+    heading = page.get_by_role("heading", level=2)
+    heading.get_by_text(f"{thread_id} · 1 turn").wait_for()
+    cell(page, BBOX, 1).click()
+    page.locator("#detail").get_by_role("heading", name=f"{BBOX} at the end of turn 1").wait_for()
+    page.locator("#detail").get_by_text("59.8").first.wait_for()  # the thread's own value

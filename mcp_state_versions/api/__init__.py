@@ -17,7 +17,8 @@ many turns the thread has had); 410 ``turn_not_retained`` (with the retained tur
 for a malformed request; 500 ``damaged_state`` for a checkpoint storage cannot give back; 503
 ``store_unavailable`` (with ``Retry-After``) while the store does not answer. Every error is
 Problem Details JSON (:mod:`.problems`). Keys contain ``/`` and are taken from the rest of
-the path.
+the path; a ``/`` inside a thread id is sent as ``%2F``, and a path segment of dots (``..``)
+behind a ``~`` (:mod:`.paths`).
 
 Access: with a token (argument, or the ``MCP_STATE_VERSIONS_API_TOKEN`` environment variable)
 every route requires ``Authorization: Bearer <token>``; an ``authorize(request, thread_id)``
@@ -43,6 +44,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from ..sweep import SweepSchedule, sweeping
 from . import page, state, threads
 from .access import Authorize, Settings, authenticated
+from .paths import EncodedSlashes
 from .problems import install, respond, unavailable
 
 __all__ = ["REQUEST_DEADLINE_S", "TOKEN_ENV", "Authorize", "create_app"]
@@ -111,6 +113,7 @@ def create_app(
             return app.openapi()
 
     app.add_middleware(_Deadline, seconds=deadline)
+    app.add_middleware(EncodedSlashes)
     app.add_middleware(_SecurityHeaders)
     return app
 

@@ -18,11 +18,12 @@ from ..state import is_entry
 from ..wording import entry_summary, eviction_status, status_line
 from .access import PROBLEMS, History, Thread
 from .models import KeySummary, KeyValue, KeyVersions, StateListing, VersionItem
+from .paths import PathRoute
 from .problems import Problem, ProblemError
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/threads/{thread_id}/state", tags=["state"])
+router = APIRouter(prefix="/threads/{thread_id}/state", tags=["state"], route_class=PathRoute)
 
 Turn = Annotated[int | None, Query(ge=1, le=2**62, description="End of this turn")]
 

@@ -22,11 +22,12 @@ from .models import (
     TurnConversationBody,
     Turns,
 )
+from .paths import PathRoute
 from .problems import Problem, ProblemError, RetainedTurns
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/threads", tags=["threads"])
+router = APIRouter(prefix="/threads", tags=["threads"], route_class=PathRoute)
 
 
 @router.get(

@@ -22,8 +22,11 @@ async function api(path) {
   return { status: response.status, body };
 }
 
-const threadPath = (id) => `threads/${encodeURIComponent(id)}`;
-const keyPath = (key) => key.split("/").map(encodeURIComponent).join("/");
+// A path segment as the API reads it: "/" encoded, and a segment of dots (which the browser
+// would resolve as "." or "..") behind a "~" the API takes off (see api/paths.py).
+const segment = (s) => (/^~*\.{1,2}$/.test(s) ? `~${s}` : encodeURIComponent(s));
+const threadPath = (id) => `threads/${segment(id)}`;
+const keyPath = (key) => key.split("/").map(segment).join("/");
 
 // -- small DOM helpers -----------------------------------------------------------------------
 
