@@ -47,6 +47,8 @@ from .backends.resumes import check_resume, check_resume_sync, note_start
 from .backends.sqlite import SqliteBackend
 from .backends.stamps import note_stamp, settle
 from .clock import turn_at
+from .credentials import SECRET_NAMES
+from .state import refuse_secret_writes
 from .storage import NOTHING_STORED
 
 if TYPE_CHECKING:
@@ -126,9 +128,14 @@ class PruningInMemorySaver(InMemorySaver):
         note_start(self, found)  # a resume reads the paused checkpoint through here
         return found
 
+    secret_names: str | None = SECRET_NAMES
+    """Fields named like these are never stored in ``tool_state``: a write holding one is
+    refused (:func:`~mcp_state_versions.state.refuse_secret_writes`); ``None`` stores all."""
+
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
+        _refuse_secrets(self, writes)
         super().put_writes(config, writes, task_id, task_path)
         check_resume_sync(self, config, writes, task_id)
         note_writes(self, *_where(config), writes, task_id, task_path)  # type: ignore[arg-type]
@@ -159,6 +166,13 @@ class PruningInMemorySaver(InMemorySaver):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self.prune(thread_ids, strategy=strategy)
+
+
+def _refuse_secrets(saver: Any, writes: Sequence[tuple[str, Any]]) -> None:
+    """Refuse, before anything is stored, writes of ``tool_state`` holding a credential."""
+    for channel, value in writes:
+        if channel == TOOL_STATE:
+            refuse_secret_writes(value, saver.secret_names)
 
 
 class _NotesWhatItStores:
@@ -203,9 +217,14 @@ class _NotesWhatItStores:
             forget_histories(self, thread_id)
             raise
 
+    secret_names: str | None = SECRET_NAMES
+    """Fields named like these are never stored in ``tool_state``: a write holding one is
+    refused (:func:`~mcp_state_versions.state.refuse_secret_writes`); ``None`` stores all."""
+
     async def aput_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
+        _refuse_secrets(self, writes)
         await super().aput_writes(config, writes, task_id, task_path)  # type: ignore[misc]
         await check_resume(self, config, writes, task_id)
         # (an SQLite file from before task paths stores none, and a read sorts by "")

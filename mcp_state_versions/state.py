@@ -30,6 +30,7 @@ from typing import Any, NotRequired, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from .clock import CLOCK_KEY, count_turns, state_field
+from .credentials import SECRET_NAMES, secret_paths
 from .messages import MessagesOption, messages_channel
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
 from .versions import RingPolicy, advance, canonical, strip_ring_values
@@ -737,6 +738,45 @@ def _replayed_write(key: Any, raw: Any) -> _Write | _StoredWrite:
         turn if type(turn) is int and turn >= 0 else None,
         digest if isinstance(digest, str) else None,
         size if type(size) is int and size >= 0 else None,
+    )
+
+
+def refuse_secret_writes(update: Any, secret_names: str | None = SECRET_NAMES) -> None:
+    """Raise :class:`ToolStateError` when a ``tool_state`` update (writes, a whole state, an
+    ``Overwrite``) would store a field named like a credential: an operator's
+    ``update_state({"tool_state": {"ops/edit/password": {"value": ...}}})``, a nested
+    ``api_key``, a value edited in place.
+
+    The library's savers call it on every ``tool_state`` write before storing it: a write is
+    stored before any reducer sees it, so this is the one gate every path into storage passes.
+    A write :func:`~mcp_state_versions.publish.publish` made (it carries the value's
+    ``digest`` and no entry fields) was withheld there, by the toolset's own names, and is not
+    walked again; every other value is. ``secret_names=None`` lets everything through."""
+    if not secret_names:
+        return
+    overwrite = type(update).__name__ == "Overwrite"
+    update = getattr(update, "value", update) if overwrite else update
+    if not isinstance(update, Mapping):
+        return
+    for key, write in update.items():
+        if not isinstance(key, str) or key == CLOCK_KEY:
+            continue
+        if isinstance(write, Mapping) and "value" in write:
+            if "digest" in write and not is_entry(write):
+                continue  # publish's own write
+            write = write["value"]
+        elif not overwrite:
+            continue  # no write the reducer takes (it refuses it, saying why)
+        found = secret_paths(write, key, secret_names)  # a value, or an Overwrite's plain one
+        if found:
+            raise _secret_refused(key, found)
+
+
+def _secret_refused(key: str, found: list[str]) -> ToolStateError:
+    return ToolStateError(
+        f"tool_state write for {key!r} holds {', '.join(found[:5])}, named like a credential: "
+        "secrets are never stored. Leave them out (publish does, and says so in the "
+        "breadcrumb); a saver with secret_names=None stores them"
     )
 
 

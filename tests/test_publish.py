@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import re
 from typing import Any
 
 import pytest
@@ -562,5 +563,66 @@ async def test_a_tool_s_own_command_writing_a_secret_is_refused_before_it_is_sto
                     "SELECT count(*) AS n FROM checkpoint_writes WHERE thread_id = %s "
                     "AND position(%s in encode(blob, 'escape')) > 0",
                     (thread, secret),
+                )
+                assert (await cursor.fetchone())["n"] == 0
+
+
+@pytest.mark.parametrize(
+    "kind", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_an_operator_edit_holding_a_secret_is_refused_before_it_is_stored(
+    kind: str, tmp_path: Any
+) -> None:
+    """An operator's ``update_state`` of ``tool_state`` (one key named like a credential, a
+    nested ``api_key``, a whole state edited in place, an ``Overwrite``) is refused by the
+    library's saver with a ToolStateError naming the field, before anything is stored: the
+    secret's bytes are in no file, table or in-memory store. An edit without one goes in."""
+    import pickle
+    from uuid import uuid4
+
+    from langchain_core.messages import HumanMessage
+    from langgraph.types import Overwrite
+
+    from mcp_state_versions.state import ToolStateError
+
+    from .conftest import open_backend
+    from .conversation import PUT, agent_graph
+
+    secret = f"sk-{uuid4().hex}"
+    async with await open_backend(kind, tmp_path) as saver:
+        graph = agent_graph(saver, 8)
+        config = {"configurable": {"thread_id": f"ops-{uuid4().hex[:12]}"}}
+        await graph.ainvoke({"messages": [HumanMessage("put a=1")]}, config)
+        whole = (await graph.aget_state(config)).values["tool_state"]
+        edited = {**whole, PUT + "a": {**whole[PUT + "a"], "value": {"api_key": secret}}}
+        for update, named in [
+            ({"ops/edit/password": {"value": secret}}, "ops/edit/password"),
+            ({"ops/edit/cfg": {"value": {"region": "eu", "nested": {"api_key": secret}}}},
+             "ops/edit/cfg.nested.api_key"),
+            (edited, f"{PUT}a.api_key"),
+            (Overwrite({PUT + "a": {"token": secret}}), f"{PUT}a.token"),
+        ]:  # fmt: skip
+            with pytest.raises(ToolStateError, match=f"{re.escape(named)}, named like a cred"):
+                await graph.aupdate_state(config, {"tool_state": update}, as_node="tools")
+        await graph.aupdate_state(
+            config, {"tool_state": {"ops/edit/region": {"value": "eu"}}}, as_node="tools"
+        )
+        values = (await graph.aget_state(config)).values["tool_state"]
+        assert values["ops/edit/region"]["value"] == "eu" and values[PUT + "a"]["value"] == "1"
+        if kind == "memory":
+            stored = pickle.dumps(
+                ([dict(inner) for inner in saver.storage.values()], dict(saver.writes),
+                 dict(saver.blobs))
+            )  # fmt: skip
+            assert secret.encode() not in stored
+        elif kind == "sqlite":
+            for path in tmp_path.glob("t.sqlite*"):
+                assert secret.encode() not in path.read_bytes(), path.name
+        else:
+            async with saver._cursor() as cursor:
+                await cursor.execute(
+                    "SELECT count(*) AS n FROM checkpoint_writes WHERE thread_id = %s "
+                    "AND position(%s in encode(blob, 'escape')) > 0",
+                    (config["configurable"]["thread_id"], secret),
                 )
                 assert (await cursor.fetchone())["n"] == 0
