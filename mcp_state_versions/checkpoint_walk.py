@@ -63,6 +63,7 @@ from .backends import (
     LinkRow,
     NeedsAsync,
     backend_for,
+    missing_parent,
     parent_cycle,
     stamp_turn,
     unreachable,
@@ -347,7 +348,9 @@ class _Chain:
             return True
         return index == 0 or await self.position(index - 1, trust_stamps=False) > end_of_turn(turn)
 
-    async def index(self) -> TurnIndex:
+    async def index(self, *, planned: bool = False) -> TurnIndex:
+        """The chain's turn index. ``planned``: the chain a prune would leave, whose oldest
+        link it seals before it deletes the rest (not yet sealed, so not read as damage)."""
         if not self.links:
             return TurnIndex(total=0, retained=range(1, 1))
         # The head's own clock, not its stamp: metadata is whatever a caller passed, and a
@@ -360,7 +363,20 @@ class _Chain:
         # clear it when they prune.) By its clock too: a first run started with another
         # turn's stamp must not make the turns before it look pruned. The oldest link is the
         # thread's empty start, or a checkpoint retention left a snapshot on: cheap to read.
-        oldest = await self.position(len(self.links) - 1, trust_stamps=False)
+        last = len(self.links) - 1
+        if (
+            not planned
+            and self.links[last][PARENT] is not None
+            and self._holds_no_value(last)
+            and await self._stored_at(last) is NOTHING_STORED  # (a snapshot at its version)
+        ):
+            # Held as writes since a snapshot its chain no longer reaches: no prune (a prune
+            # seals the oldest checkpoint it keeps), but a parent link into another thread or
+            # a row deleted by hand. Turns before it would read as pruned; they are damaged.
+            raise missing_parent(
+                self._thread_id, str(self.links[last][ID]), str(self.links[last][PARENT])
+            )
+        oldest = await self.position(last, trust_stamps=False)
         first = max(turn_at(oldest) + past_end(oldest), 1)
         return TurnIndex(total=total, retained=range(first, total + 1))
 

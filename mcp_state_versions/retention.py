@@ -528,7 +528,9 @@ async def prune_thread(
     removed = await history.backend.stored_bytes(thread_id, history.namespace, doomed)
     if dry_run:
         gone = set(doomed)
-        index = await _Chain(history, thread_id, [c for c in links if c[ID] not in gone]).index()
+        index = await _Chain(history, thread_id, [c for c in links if c[ID] not in gone]).index(
+            planned=True
+        )
         return PruneResult(len(doomed), index.retained, index.total, removed, dry_run=True)
     if doomed:
         gone = set(doomed)

@@ -261,3 +261,47 @@ async def test_metadata_that_is_not_json_in_a_file_the_stock_saver_wrote(tmp_pat
         await run_turn(agent_on(saver, ring_size=0), middle, "find Copenhagen")
         history = CheckpointHistory(saver)
         assert (await history.turns(middle)).total == 4
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_a_parent_link_into_another_thread_is_damage_not_keys_never_set(
+    kind: str, tmp_path: Any
+) -> None:
+    """A checkpoint whose parent link names a checkpoint of another thread (a copy, a hand
+    edit). Its ``tool_state`` is held as writes since a snapshot it cannot reach: the thread
+    answers ``damaged_state``, never ``key_not_set_yet`` for turns whose values were set; a
+    prune (which seals the checkpoint it keeps oldest) is no such damage, and the other
+    thread reads as before."""
+    async with await open_backend(kind, tmp_path) as saver:
+        _, thread_id = await _thread(saver)
+        _, other = await _thread(saver)
+        chain = await CheckpointHistory(saver)._chain(thread_id)
+        ids = [str(link[0]) for link in chain.links]
+        child = ids[ids.index(await _end_of(saver, thread_id, 2)) - 1]  # turn 3's first
+        foreign = await _end_of(saver, other, 1)
+        if kind == "memory":
+            stored = saver.storage[thread_id][""]
+            checkpoint, metadata, _ = stored[child]
+            stored[child] = (checkpoint, metadata, foreign)
+        else:
+            await _set_parent(saver, kind, thread_id, child, foreign)
+        from mcp_state_versions.backends import forget_histories
+
+        forget_histories(saver)
+        transport = httpx.ASGITransport(app=create_app(saver))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+            for path in ("state", f"state/{BBOX}"):
+                answer = await http.get(f"/threads/{thread_id}/{path}")
+                assert answer.status_code == 500, answer.text
+                assert answer.json()["code"] == "damaged_state"
+                assert "not in this thread" in answer.json()["detail"]
+            # Turn 1 ended before the damaged link, on checkpoints the head's chain no longer
+            # reaches: its value, where a backend finds them, or damage; never "pruned" or
+            # "not set yet".
+            earlier = await http.get(f"/threads/{thread_id}/state/{BBOX}", params={"turn": 1})
+            if earlier.status_code == 200:
+                assert earlier.json()["value"] == CPH, earlier.text
+            else:
+                assert earlier.json()["code"] == "damaged_state", earlier.text
+            fine = await http.get(f"/threads/{other}/state/{BBOX}", params={"turn": 1})
+            assert fine.status_code == 200 and fine.json()["value"] == CPH

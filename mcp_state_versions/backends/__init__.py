@@ -72,6 +72,7 @@ __all__ = [
     "forget_histories",
     "in_applied_order",
     "known_history",
+    "missing_parent",
     "parent_cycle",
     "remember_history",
     "remembers_run_starts",
@@ -610,6 +611,20 @@ def parent_cycle(thread_id: str, checkpoint_id: str) -> Exception:
     )
 
 
+def missing_parent(thread_id: str, checkpoint_id: str, parent: str) -> Exception:
+    """The error for a checkpoint held as writes whose parent is not in its thread (a parent
+    link pointing into another thread, a row deleted by hand): its ``tool_state`` is rebuilt
+    from writes back to a snapshot it cannot reach, and would read as keys never set."""
+    from ..history import DamagedState
+
+    return DamagedState(
+        thread_id,
+        None,
+        f"checkpoint {checkpoint_id} holds tool_state as writes since a snapshot, but its "
+        f"parent {parent} is not in this thread, so its value cannot be rebuilt",
+    )
+
+
 def start_link(rows: Sequence[Sequence[Any]]) -> Link | None:
     """The link of the checkpoint a backend's delta-history statement started at, from its row
     ``('h', id, parent, turn stamp, depth, source, …)``, which both SQL backends' statements
@@ -673,6 +688,10 @@ async def chained_history(
                 seed = stored
             elif not counted and parent is not None:
                 start = last  # no value where one could be: keep walking
+        if counted and parent is not None and seed is NOTHING_STORED and not (reached or remember):
+            # A checkpoint held as writes whose parent is not in the thread (a prune seals the
+            # oldest checkpoint it keeps, so this is no prune): the value cannot be rebuilt.
+            raise missing_parent(thread_id, last, parent)
     if checkpoint_id is None:
         return {"writes": []}, None
     history = assembled(

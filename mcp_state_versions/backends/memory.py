@@ -22,6 +22,7 @@ from . import (
     assembled,
     forget_histories,
     known_history,
+    missing_parent,
     parent_cycle,
     writes_by_checkpoint,
 )
@@ -189,6 +190,14 @@ class MemoryBackend(Backend):
                 reached = True  # the rest is the known history
                 break
             current = saved[2]
+        if seed is NOTHING_STORED and not reached and current is not None and not remember:
+            # The walk ended at a parent not in the thread: damage if the checkpoint before it
+            # holds tool_state (as writes: it had no value of its own), no prune (a prune
+            # stores a snapshot in the oldest checkpoint it keeps).
+            last = chain[-1] if chain else checkpoint_id
+            held = stored.get(last)
+            if held is not None and self._tool_state_version(thread_id, namespace, last, held):
+                raise missing_parent(thread_id, last, current)
         rows = self._write_rows(thread_id, namespace, chain)
         return assembled(
             self.saver,
