@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from .backends import backend_for, storable
-from .checkpoint_walk import CheckpointHistory
+from .checkpoint_walk import CheckpointHistory, reading
 from .history import DamagedState
 from .sweep import checkpoint_time
 
@@ -69,16 +69,22 @@ async def list_threads(
         made = checkpoint_time(head)
         turns: int | None = None
         damage = None
+        size = 0
         try:
             turns = (await history.turns(thread_id)).total
         except DamagedState as damaged:
             damage = damaged.detail
+        try:
+            with reading(thread_id):  # a damaged page under this thread's rows: its damage
+                size = await backend.stored_bytes(thread_id, None, None)
+        except DamagedState as damaged:
+            damage = damage or damaged.detail
         found.append(
             ThreadSummary(
                 thread_id=thread_id,
                 turns=turns,
                 last_write=None if made is None else datetime.fromtimestamp(made, UTC),
-                stored_bytes=await backend.stored_bytes(thread_id, None, None),
+                stored_bytes=size,
                 damage=damage,
                 cursor=head,
             )

@@ -23,7 +23,11 @@ BBOX = "gazet/get_aoi/bbox"
 @pytest.fixture(scope="module")
 def demo_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
     """Run the installed console script's demo once; return (spec, act-1 thread, act-2 thread)."""
-    path = tmp_path_factory.mktemp("demo") / "demo.sqlite"
+    return _run_demo(tmp_path_factory.mktemp("demo") / "demo.sqlite")
+
+
+def _run_demo(path: Path) -> tuple[str, str, str]:
+    """The demo's threads written afresh into `path`: (spec, act-1 thread, act-2 thread)."""
     spec = f"sqlite:{path}"
     script = Path(sys.executable).with_name("mcp-state-versions")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "mcp_state_versions.cli"]
@@ -385,7 +389,9 @@ def test_readers_change_nothing_in_the_file_they_read(
     assert done.returncode == 0 and "mcp_state_versions_lineage" in done.stdout, done.stderr
     with sqlite3.connect(copy) as db:
         indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
-    assert "mcp_state_versions_lineage_v2" in indexes
+    from mcp_state_versions.backends.sqlite import INDEX_NAME
+
+    assert INDEX_NAME in indexes
 
 
 def test_prune_on_a_file_it_cannot_write_is_one_line() -> None:
@@ -606,13 +612,14 @@ def test_readers_work_on_a_read_only_mount(
 
 
 def test_prune_and_sweep_on_a_full_disk_exit_9_in_one_line(
-    demo_file: tuple[str, str, str], mount: tuple[Path, Callable[[], None]]
+    tmp_path: Path, mount: tuple[Path, Callable[[], None]]
 ) -> None:
     """A store that cannot be written (no space left) is a store that does not answer: one
     line and exit 9, as for a read-only file, never a traceback; the file reads as before."""
     import shutil
 
-    spec, first, _ = demo_file
+    # A demo of its own: the shared one may have been pruned already, leaving nothing to write.
+    spec, first, _ = _run_demo(tmp_path / "demo.sqlite")
     where, _ = mount
     copy = where / "demo.sqlite"
     shutil.copy(spec.removeprefix("sqlite:"), copy)

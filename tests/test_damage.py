@@ -305,3 +305,50 @@ async def test_a_parent_link_into_another_thread_is_damage_not_keys_never_set(
                 assert earlier.json()["code"] == "damaged_state", earlier.text
             fine = await http.get(f"/threads/{other}/state/{BBOX}", params={"turn": 1})
             assert fine.status_code == 200 and fine.json()["value"] == CPH
+
+
+async def test_bytes_changed_in_the_lineage_index_are_damage_not_an_empty_thread(
+    tmp_path: Any,
+) -> None:
+    """Random bytes in the SQLite lineage index's pages: here, the thread id in each of one
+    thread's index entries changed by one letter (the page stays well formed, so SQLite
+    reads it without complaint, and finds none of the thread's checkpoints through it). The
+    thread answers damaged_state, never ``0 keys`` or ``0 turns``; the other thread reads."""
+    import sqlite3
+
+    from mcp_state_versions.backends.sqlite import INDEX_NAME
+    from mcp_state_versions.checkpointers import open_checkpointer
+
+    path = tmp_path / "index.sqlite"
+    async with open_checkpointer(f"sqlite:{path}") as saver:
+        for thread_id in ("t-aaaa", "t-bbbb"):
+            for text in ["find Copenhagen", "find Aarhus"]:
+                await run_turn(agent_on(saver, ring_size=0), thread_id, text)
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pages = [
+            row[0] for row in db.execute("SELECT pageno FROM dbstat WHERE name = ?", (INDEX_NAME,))
+        ]
+        size = db.execute("PRAGMA page_size").fetchone()[0]
+    data = bytearray(path.read_bytes())
+    for page in pages:
+        start, end = (page - 1) * size, page * size
+        data[start:end] = bytes(data[start:end]).replace(b"t-bbbb", b"t-bbbc")
+    path.write_bytes(bytes(data))
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "mcp_state_versions.cli", args[0], "--checkpointer"]
+        return subprocess.run(
+            [*command, f"sqlite:{path}", *args[1:]], capture_output=True, text=True, timeout=120
+        )
+
+    for args in (["inspect", "--thread", "t-bbbb"], ["turns", "--thread", "t-bbbb"],
+                 ["inspect", "--thread", "t-bbbb", BBOX, "--turn", "1"]):  # fmt: skip
+        done = cli(*args)
+        assert done.returncode == 8, (args, done.stdout, done.stderr)
+        assert "lineage index" in done.stderr and "Traceback" not in done.stderr
+    done = cli("inspect", "--thread", "t-aaaa", BBOX, "--turn", "1", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["value"] == CPH, done.stderr
+    done = cli("threads", "--json")
+    listed = {item["thread_id"]: item for item in json.loads(done.stdout)["threads"]}
+    assert listed["t-aaaa"]["turns"] == 2 and "lineage index" in listed["t-bbbb"]["damage"]

@@ -18,6 +18,7 @@ the message list included) followed by ``metadata``. Two consequences decide how
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -162,6 +163,12 @@ _HEAD_SQL = (
     "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
     "ORDER BY checkpoint_id DESC LIMIT 1"
 )
+_PRIMARY_KEY_READ = (
+    "SELECT checkpoint_id FROM checkpoints INDEXED BY sqlite_autoindex_checkpoints_1 "
+    "WHERE thread_id = ? AND checkpoint_ns = ?"
+)
+"""A thread's checkpoints read through the table's primary key, not the lineage index: what a
+damaged index is checked against."""
 _TABLES = ("writes", "checkpoints")
 """The stock savers' tables, in the order a whole thread's rows are deleted."""
 _ROW_SQL = (
@@ -256,6 +263,30 @@ class SqliteBackend(SqlBackend):
             self.saver._mcp_state_versions_index = True  # type: ignore[attr-defined]
         return bool(rows)
 
+    async def _check_index(self, thread_id: str, namespace: str, checkpoint_id: str | None) -> None:
+        """Raise :class:`~mcp_state_versions.history.DamagedState` when the lineage index has
+        no entry where the table, read through its primary key, has the checkpoint (the
+        thread's newest when ``None``): random bytes in the index's pages make a thread look
+        empty, and every answer then an ordinary one (``0 keys``, ``0 turns``)."""
+        from ..history import DamagedState
+
+        chosen = "" if checkpoint_id is None else " AND checkpoint_id = ?"
+        try:
+            rows = await self._rows(
+                f"{_PRIMARY_KEY_READ}{chosen} LIMIT 1",
+                (thread_id, namespace) + (() if checkpoint_id is None else (checkpoint_id,)),
+            )
+        except sqlite3.OperationalError:  # a table made without that primary key: no check
+            return
+        if rows:
+            raise DamagedState(
+                thread_id,
+                None,
+                f"the lineage index {INDEX_NAME} has no entry for checkpoint {rows[0][0]}, "
+                "which the file holds: the index's pages are damaged (check the file with "
+                "PRAGMA integrity_check)",
+            )
+
     async def create_index(self) -> None:
         """Create the lineage index (and drop the ones earlier releases made)."""
         await self._write([(sql, ()) for sql in _index_sql()])
@@ -263,7 +294,10 @@ class SqliteBackend(SqlBackend):
 
     async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
         if await self._indexed():
-            return await self._rows(_lineage_sql(), (thread_id, namespace))
+            rows = await self._rows(_lineage_sql(), (thread_id, namespace))
+            if not rows:
+                await self._check_index(thread_id, namespace, None)
+            return rows
         rows = await self._rows(_IDS_SQL, (thread_id, namespace))
         return [(row[0], row[1], None, UNREAD) for row in rows]
 
@@ -362,6 +396,8 @@ class SqliteBackend(SqlBackend):
                 sql, (*where, *begin, *where, stop, *where, TOOL_STATE, *where)
             )
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
+            if not links:
+                await self._check_index(thread_id, namespace, start)
             row = next((r for r in found if r[0] == "s"), None)
 
             def seed() -> Any:
