@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -596,7 +597,7 @@ async def _threads(args: argparse.Namespace) -> int:
         )
     console.print(table)
     if page.next:
-        print(f"more: --before {page.next}", file=sys.stderr)
+        print(f"more: --before {shlex.quote(page.next)}", file=sys.stderr)
     return 0
 
 

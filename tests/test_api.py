@@ -404,6 +404,8 @@ async def test_the_schema_documents_problems_as_they_are_sent() -> None:
 async def test_the_listing_cursor_reveals_no_thread_the_caller_may_not_read() -> None:
     """Pages hold only threads the caller may read, full where there are enough, and every
     cursor is one of those threads' own; paging through sees each of them once."""
+    from mcp_state_versions.backends import thread_cursor
+
     saver = PruningInMemorySaver()
     for n in range(7):
         await run_turn(agent_on(saver), f"{'mine' if n % 3 == 0 else 'theirs'}-{n}", "find Oslo")
@@ -423,7 +425,9 @@ async def test_the_listing_cursor_reveals_no_thread_the_caller_may_not_read() ->
             if body["next"] is None:
                 break
             mine = [
-                (await CheckpointHistory(saver).branch_checkpoint_ids(thread))[0]
+                thread_cursor(
+                    thread, (await CheckpointHistory(saver).branch_checkpoint_ids(thread))[0]
+                )
                 for thread in heads
             ]
             assert body["next"] in mine  # never a thread it may not read

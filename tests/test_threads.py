@@ -94,3 +94,122 @@ async def test_text_no_store_can_hold_matches_no_thread(kind: str, tmp_path: Pat
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
             response = await http.get("/threads", params={"contains": "a\x00"})
         assert response.status_code == 200 and response.json() == {"threads": [], "next": None}
+
+
+async def _copy_thread(saver: Any, source: str, target: str) -> None:
+    """Copy every checkpoint of ``source`` (and its writes) to ``target`` through the saver's
+    own API, ids and all, as an operator's copy of a thread does."""
+    tuples = [t async for t in saver.alist({"configurable": {"thread_id": source}})]
+    for found in reversed(tuples):  # oldest first: a parent before its children
+        where = {"thread_id": target, "checkpoint_ns": ""}
+        parent = (
+            found.parent_config["configurable"]["checkpoint_id"] if found.parent_config else None
+        )
+        config = {"configurable": {**where, **({"checkpoint_id": parent} if parent else {})}}
+        checkpoint = found.checkpoint
+        stored = await saver.aput(
+            config, checkpoint, found.metadata, dict(checkpoint["channel_versions"])
+        )
+        tasks: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in found.pending_writes or []:
+            tasks.setdefault(task_id, []).append((channel, value))
+        for task_id, writes in tasks.items():
+            await saver.aput_writes(stored, writes, task_id)
+
+
+async def _every_page(saver: Any, limit: int) -> list[str]:
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await list_threads(saver, limit=limit, before=cursor)
+        seen += [summary.thread_id for summary in page.threads]
+        if page.next is None:
+            return seen
+        cursor = page.next
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_threads_sharing_a_newest_checkpoint_are_each_listed_once(
+    kind: str, tmp_path: Path
+) -> None:
+    """Copies of a thread keep its checkpoint ids, so their newest checkpoint is one id: pages
+    go on from the thread as well as its head (pages of one skipped 3 of 6 such threads)."""
+    async with fresh_saver(kind, tmp_path) as (saver, _):
+        await _turns(saver, "older", 1)
+        await _turns(saver, "original", 2)
+        copies = [f"copy {n}" for n in range(5)]  # a space, as the cursor's own separator
+        for copy in copies:
+            await _copy_thread(saver, "original", copy)
+        await _turns(saver, "newer", 1)
+        expected = ["newer", *sorted(["original", *copies], reverse=True), "older"]
+        assert await _every_page(saver, 1) == expected
+        assert await _every_page(saver, 2) == expected
+        listed = {t.thread_id: t.turns for t in (await list_threads(saver)).threads}
+        assert all(listed[copy] == 2 for copy in copies)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_page_of_counted_threads_costs_two_statements(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing polled by many clients made about 200 statements a page (each thread's
+    history, and its size in two or three): under 50 clients nearly every request passed the
+    deadline. Once a page's threads were counted it is the threads and their sizes."""
+    from mcp_state_versions.backends import backend_for
+
+    async with fresh_saver(kind, tmp_path) as (saver, _):
+        for n in range(12):
+            await _turns(saver, f"counted-{n}", 2)
+        first = await list_threads(saver, limit=10)
+        backend = type(backend_for(saver))
+        statements: list[str] = []
+        rows = backend._rows  # type: ignore[attr-defined]
+
+        async def recording(self: Any, sql: str, params: Any) -> Any:
+            statements.append(sql)
+            return await rows(self, sql, params)
+
+        monkeypatch.setattr(backend, "_rows", recording)
+        again = await list_threads(saver, limit=10)
+        assert len(statements) == 2, statements
+        assert again == first and all(t.turns == 2 and t.stored_bytes > 0 for t in again.threads)
+        monkeypatch.undo()
+        for summary in again.threads:  # the sizes read together are the sizes read one by one
+            alone = await backend_for(saver).stored_bytes(summary.thread_id, None, None)
+            assert summary.stored_bytes == alone
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_remembered_turn_counts_are_those_a_fresh_read_gives(
+    kind: str, tmp_path: Path
+) -> None:
+    """The listing remembers each thread's count by its newest checkpoint: after a new turn, a
+    fork, an operator's edit and a prune, every listed count is the one read afresh."""
+    from langchain_core.messages import AIMessage
+
+    from mcp_state_versions.agent import run_turn
+    from mcp_state_versions.checkpoint_walk import CheckpointHistory
+    from mcp_state_versions.retention import prune_thread
+
+    from .helpers import agent_on, fork_at
+
+    async def check() -> None:
+        for summary in (await list_threads(saver)).threads:
+            fresh = await CheckpointHistory(saver).turns(summary.thread_id)
+            assert summary.turns == fresh.total, summary
+
+    async with fresh_saver(kind, tmp_path) as (saver, _):
+        agent = agent_on(saver, ring_size=0)
+        for thread in ("a", "b"):
+            await _turns(saver, thread, 3)
+        await check()
+        await run_turn(agent, "a", "find Oslo")
+        await check()
+        await fork_at(agent, "b", 1, "find Bergen")
+        await check()
+        config = {"configurable": {"thread_id": "a"}}
+        await agent.aupdate_state(config, {"messages": [AIMessage("an operator's note")]})
+        await check()
+        await prune_thread(saver, "a", keep_turns=1)
+        await check()
+        assert [t.turns for t in (await list_threads(saver)).threads] == [4, 2]

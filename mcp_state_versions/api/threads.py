@@ -36,7 +36,9 @@ router = APIRouter(prefix="/threads", tags=["threads"], route_class=PathRoute)
 async def threads(
     request: Request,
     limit: Annotated[int, Query(ge=1, le=500, description="Threads per page")] = 50,
-    before: Annotated[str | None, Query(max_length=64, description="A page's next cursor")] = None,
+    before: Annotated[
+        str | None, Query(max_length=1100, description="A page's next cursor")
+    ] = None,
     contains: Annotated[
         str | None, Query(max_length=1024, description="Only ids containing this")
     ] = None,

@@ -78,6 +78,7 @@ __all__ = [
     "remembers_run_starts",
     "run_sync",
     "stamp_turn",
+    "thread_cursor",
     "unreachable",
 ]
 
@@ -359,9 +360,10 @@ class Backend:
         self, before: str | None, limit: int, contains: str | None = None
     ) -> list[tuple[str, str]]:
         """Up to ``limit`` threads whose id contains ``contains`` (any, when ``None``), newest
-        first by their root namespace's newest checkpoint, each with that checkpoint's id,
-        starting after the thread whose newest checkpoint is ``before``. The default lists
-        every thread through :meth:`threads`."""
+        first by their root namespace's newest checkpoint (then by id, descending: copies of
+        a thread share their newest checkpoint's id), each with that checkpoint's id,
+        starting after ``before`` (a :func:`thread_cursor`). The default lists every thread
+        through :meth:`threads`."""
         found: list[tuple[str, str]] = []
         after: str | None = None
         while page := await self.threads(after, 1000):
@@ -377,6 +379,11 @@ class Backend:
         no other checkpoint shares. What a prune or a sweep reports it removed. ``0`` where a
         saver's storage is not known."""
         return 0
+
+    async def threads_stored_bytes(self, thread_ids: Sequence[str]) -> dict[str, int]:
+        """:meth:`stored_bytes` of each whole thread of ``thread_ids``; the database backends
+        read them in one statement, for a page of a listing."""
+        return {thread: await self.stored_bytes(thread, None, None) for thread in thread_ids}
 
     async def delete_thread(self, thread_id: str) -> None:
         """Delete a whole thread, every namespace, through the saver's own API."""
@@ -437,8 +444,8 @@ class SqlBackend(Backend):
     """A backend over a SQL saver: a subclass runs its queries in :meth:`_rows` (its driver,
     its placeholders) and names the ones that find a namespace's newest checkpoint
     (``head_sql``: thread, namespace), a page of threads in id order (``threads_sql``: after,
-    limit) and newest first (``recent_sql``: contains, before, before, limit; ``''`` for
-    none)."""
+    limit) and newest first (``recent_sql``: contains, the cursor's head three times, its
+    thread, limit; ``''`` for none)."""
 
     head_sql: str
     threads_sql: str
@@ -506,20 +513,37 @@ class SqlBackend(Backend):
     async def recent_threads(
         self, before: str | None, limit: int, contains: str | None = None
     ) -> list[tuple[str, str]]:
-        params = (contains or "", before or "", before or "", limit)
+        head, thread = _cursor_parts(before)
+        params = (contains or "", head, head, head, thread, limit)
         return [(str(row[0]), str(row[1])) for row in await self._rows(self.recent_sql, params)]
+
+
+def thread_cursor(thread_id: str, head: str) -> str:
+    """Where a listing newest first goes on after ``thread_id``, whose newest checkpoint is
+    ``head``: the head, then the thread id, so that threads sharing a head (a thread copied
+    under another id keeps its checkpoint ids) are each listed once. A cursor of the head
+    alone goes on after every thread with that head."""
+    return f"{head} {thread_id}"
+
+
+def _cursor_parts(before: str | None) -> tuple[str, str]:
+    """A :func:`thread_cursor`'s head and thread id (``''`` for none). Checkpoint ids hold no
+    space; thread ids may."""
+    head, _, thread = (before or "").partition(" ")
+    return head, thread
 
 
 def _recent(
     threads: Sequence[tuple[str, str]], before: str | None, limit: int, contains: str | None
 ) -> list[tuple[str, str]]:
     """:meth:`Backend.recent_threads` over a list of ``(thread, head)``."""
+    after = _cursor_parts(before)
     chosen = [
         (thread, head)
         for thread, head in threads
-        if (contains is None or contains in thread) and (before is None or head < before)
+        if (contains is None or contains in thread) and (before is None or (head, thread) < after)
     ]
-    return sorted(chosen, key=lambda row: row[1], reverse=True)[:limit]
+    return sorted(chosen, key=lambda row: (row[1], row[0]), reverse=True)[:limit]
 
 
 def pending_writes(

@@ -171,6 +171,17 @@ _EXCLUSIVE_BLOBS_SQL = (
     "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
 )
 
+_THREADS_BYTES_SQL = (
+    "SELECT t, "
+    "(SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) "
+    "FROM checkpoints WHERE thread_id = t) "
+    "+ (SELECT COALESCE(SUM(length(blob)), 0) FROM checkpoint_writes WHERE thread_id = t) "
+    "+ (SELECT COALESCE(SUM(length(blob)), 0) FROM checkpoint_blobs WHERE thread_id = t) "
+    "FROM unnest(%s::text[]) AS t"
+)
+"""Whole threads' stored bytes, as :meth:`PostgresBackend.stored_bytes` counts them, for a
+list of threads in one statement."""
+
 
 class PostgresBackend(SqlBackend):
     """:class:`~mcp_state_versions.backends.Backend` over either PostgreSQL saver."""
@@ -184,7 +195,8 @@ class PostgresBackend(SqlBackend):
     recent_sql = (
         "SELECT thread_id, MAX(checkpoint_id) AS head FROM checkpoints "
         "WHERE checkpoint_ns = '' AND strpos(thread_id, %s) > 0 GROUP BY thread_id "
-        "HAVING %s = '' OR MAX(checkpoint_id) < %s ORDER BY head DESC LIMIT %s"
+        "HAVING %s = '' OR MAX(checkpoint_id) < %s OR (MAX(checkpoint_id) = %s "
+        "AND thread_id < %s) ORDER BY head DESC, thread_id DESC LIMIT %s"
     )
 
     def __init__(self, saver: Any, *, sync: bool, native_sync: bool) -> None:
@@ -350,6 +362,10 @@ class PostgresBackend(SqlBackend):
             ids = list(checkpoint_ids)
             rows = await self._rows(_EXCLUSIVE_BLOBS_SQL, [thread_id, namespace or "", ids, ids])
         return total + int(rows[0][0])
+
+    async def threads_stored_bytes(self, thread_ids: Sequence[str]) -> dict[str, int]:
+        rows = await self._rows(_THREADS_BYTES_SQL, [list(thread_ids)])
+        return {str(row[0]): int(row[1]) for row in rows}
 
     async def delete(self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]) -> None:
         forget_histories(self.saver, thread_id)

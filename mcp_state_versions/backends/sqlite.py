@@ -215,7 +215,8 @@ class SqliteBackend(SqlBackend):
     recent_sql = (
         "SELECT thread_id, MAX(checkpoint_id) AS head FROM checkpoints "
         "WHERE checkpoint_ns = '' AND instr(thread_id, ?) > 0 GROUP BY thread_id "
-        "HAVING ? = '' OR MAX(checkpoint_id) < ? ORDER BY head DESC LIMIT ?"
+        "HAVING ? = '' OR MAX(checkpoint_id) < ? OR (MAX(checkpoint_id) = ? "
+        "AND thread_id < ?) ORDER BY head DESC, thread_id DESC LIMIT ?"
     )
 
     def __init__(self, saver: Any, *, sync: bool, native_sync: bool) -> None:
@@ -520,6 +521,21 @@ class SqliteBackend(SqlBackend):
             ):
                 total += int((await self._rows(sql, args))[0][0])
         return total
+
+    async def threads_stored_bytes(self, thread_ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = dict.fromkeys(thread_ids, 0)
+        for marks, part in _batches(thread_ids):
+            rows = await self._rows(
+                f"WITH listed(t) AS (VALUES {marks.replace('?', '(?)')}) "
+                "SELECT thread_id, SUM(size) FROM ("
+                "SELECT thread_id, length(checkpoint) + length(metadata) AS size FROM checkpoints "
+                "WHERE thread_id IN listed UNION ALL "
+                "SELECT thread_id, length(value) FROM writes WHERE thread_id IN listed"
+                ") GROUP BY thread_id",
+                part,
+            )
+            found.update((str(row[0]), int(row[1] or 0)) for row in rows)
+        return found
 
     async def vacuum(self) -> int:
         """``VACUUM`` the file (and truncate its WAL); the bytes the database shrank by."""
