@@ -10,7 +10,8 @@ ToolNode against the cheapest tool), :mod:`.reducer` (per write against a dict m
 :mod:`.pattern` (the worst pattern on a 1 MB value), :mod:`.close_keys` (a mistyped key's
 answer at 5,000 long keys), :mod:`.cli` (the command line's start-up), :mod:`.writes` (what a turn stores and
 costs against a plain agent, over keys × sizes, and one 5 MB value rewritten), :mod:`.sweep`
-(a sweep over 10,000 threads: time, memory, checkpoints removed per second), :mod:`.page`
+(a sweep over 10,000 threads: time, memory, checkpoints removed per second), :mod:`.listing`
+(the thread listing's statements a page, and 50 clients polling it), :mod:`.page`
 (the timeline page on a thread of 1,000 turns × 100 keys, in Debian's chromium);
 :mod:`.report` renders them. Raw figures go to ``benchmarks/results/latest.json``, the plots
 to ``benchmarks/results/latest.png`` (reads) and ``latest-writes.png`` (writes). ``--quick``
@@ -31,7 +32,19 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import cli, close_keys, page, pattern, reads, reducer, report, thread, tool, writes
+from . import (
+    cli,
+    close_keys,
+    listing,
+    page,
+    pattern,
+    reads,
+    reducer,
+    report,
+    thread,
+    tool,
+    writes,
+)
 from . import sweep as sweeping
 from .common import RESULTS, progress
 
@@ -71,6 +84,12 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     databases = [b for b in backends if b != "memory"]
     figures["thread"] = await thread.measure(databases, 100 if args.quick else 1000, workdir)
     figures["sweep"] = await sweeping.measure(backends, 500 if args.quick else 10_000, workdir)
+    figures["listing"] = {
+        backend: await listing.measure(
+            backend, 100 if args.quick else 500, 10.0 if args.quick else 30.0, workdir
+        )
+        for backend in databases
+    }
     if shutil.which(page.CHROMIUM):
         figures["page"] = await page.measure(100 if args.quick else 1000, workdir)
     else:
@@ -96,6 +115,11 @@ def _render(figures: dict[str, Any]) -> None:
     if "thread" in figures:
         print(
             "\nThe whole thread (python -m benchmarks.thread):\n" + thread.table(figures["thread"])
+        )
+    if figures.get("listing"):
+        print(
+            "\nThe thread listing under 50 clients (python -m benchmarks.listing):\n"
+            + listing.table(figures["listing"])
         )
     print(
         f"\nRaw figures: {RESULTS / 'latest.json'}"

@@ -2,7 +2,9 @@
 
 A person types these, and scripts call them in loops, so the process's own start-up is what
 they wait for. Measured beside the floor of the same work: an interpreter that does nothing,
-and one that opens the SQLite file and reads one row (what a read must do at the least).
+one that opens the SQLite file and reads one row, and one that imports LangGraph's own
+``SqliteSaver`` and reads the thread's newest checkpoint (what any reader of a LangGraph store
+does at the least: a read command should cost no more than that).
 
     python -m benchmarks.cli [--quick]
 """
@@ -25,6 +27,12 @@ from .common import quick_repeats
 TARGET_S = 0.3
 """``--help`` and ``--version`` answer within this (issue target)."""
 
+SAVER_READ = "LangGraph's SqliteSaver: its newest checkpoint"
+"""The floor of a read: LangGraph's own saver, imported, reading the thread's newest checkpoint
+(what any reader of a LangGraph store does at the least)."""
+
+READ = "turns (a read)"
+
 _SCRIPT = [sys.executable, "-m", "mcp_state_versions.cli"]
 
 
@@ -46,6 +54,11 @@ def measure(repeat: int) -> dict[str, Any]:
             demo(f"sqlite:{path}", as_json=True)
         thread = asyncio.run(_first_thread(path))
         read = "import sqlite3; sqlite3.connect(sys.argv[1]).execute('SELECT 1 FROM checkpoints')"
+        saver_read = (
+            "import sqlite3; from langgraph.checkpoint.sqlite import SqliteSaver; "
+            "SqliteSaver(sqlite3.connect(sys.argv[1])).get_tuple("
+            "{'configurable': {'thread_id': sys.argv[2], 'checkpoint_ns': ''}})"
+        )
         return {
             "python -c pass": _timed([sys.executable, "-c", "pass"], repeat),
             "--version": _timed([*_SCRIPT, "--version"], repeat),
@@ -53,7 +66,10 @@ def measure(repeat: int) -> dict[str, Any]:
             "sqlite3 open and one row": _timed(
                 [sys.executable, "-c", f"import sys; {read}", str(path)], repeat
             ),
-            "turns (a read)": _timed(
+            SAVER_READ: _timed(
+                [sys.executable, "-c", f"import sys; {saver_read}", str(path), thread], repeat
+            ),
+            READ: _timed(
                 [*_SCRIPT, "turns", "--checkpointer", f"sqlite:{path}", "--thread", thread],
                 repeat,
             ),
@@ -80,6 +96,10 @@ def main() -> None:
     print(table(figures))
     worst = max(figures[name]["max"] for name in ("--version", "--help"))
     print(f"\n--help and --version: worst {worst:.2f} s (target ≤ {TARGET_S} s)")
+    print(
+        f"a read ÷ LangGraph's saver reading its newest checkpoint: "
+        f"{figures[READ]['median'] / figures[SAVER_READ]['median']:.2f}×"
+    )
 
 
 if __name__ == "__main__":

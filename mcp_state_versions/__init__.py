@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .agent import SESSION_STATE_PROMPT, build_agent, run_turn, turn_config, with_session_state
     from .backends.resumes import ConcurrentResume
+    from .channels import ToolStateChannel, tool_state_channel
     from .checkpoint_walk import CheckpointHistory, history_for_run
     from .checkpointers import open_checkpointer
     from .clock import (
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
         make_session_state,
         merge_tool_state,
     )
-    from .storage import ToolStateChannel, tool_state_channel
     from .sweep import SweepPolicy, SweepReport, SweepSchedule, reclaim, sweep, sweeping
     from .threads import ThreadPage, ThreadSummary, list_threads
     from .tool import make_inspect_state, read_state_key
@@ -97,7 +97,7 @@ _WHERE = {
     "ThreadHistory": "history",
     "ThreadPage": "threads",
     "ThreadSummary": "threads",
-    "ToolStateChannel": "storage",
+    "ToolStateChannel": "channels",
     "ToolStateError": "state",
     "TurnAnswer": "history",
     "TurnIndex": "history",
@@ -130,7 +130,7 @@ _WHERE = {
     "sweep": "sweep",
     "sweeping": "sweep",
     "ticks_around": "clock",
-    "tool_state_channel": "storage",
+    "tool_state_channel": "channels",
     "tool_state_writes": "publish",
     "turn_config": "agent",
     "values_of": "clock",

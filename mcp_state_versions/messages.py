@@ -31,10 +31,9 @@ they read (:mod:`mcp_state_versions.backends.known`), so a turn's cost stays fla
 
 from __future__ import annotations
 
-import copy as _copy
 import uuid
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from langchain_core.messages import (
     AnyMessage,
@@ -44,20 +43,15 @@ from langchain_core.messages import (
     convert_to_messages,
     message_chunk_to_message,
 )
-from langgraph._internal._typing import MISSING
-from langgraph.channels.binop import _get_overwrite
-from langgraph.channels.delta import DeltaChannel
-from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 __all__ = [
     "GROWTH",
     "MESSAGES",
     "MIN_SNAPSHOT_MESSAGES",
-    "MessagesChannel",
+    "REMOVE_ALL_MESSAGES",
     "MessagesOption",
     "derived_id",
     "merge_messages",
-    "messages_channel",
     "replay_messages",
 ]
 
@@ -78,6 +72,11 @@ MIN_SNAPSHOT_MESSAGES = 16
 
 DEFAULT_MESSAGES_SNAPSHOT_CAP = 100_000
 """LangGraph's own cap on a cycle's updates of ``messages``; the size rule decides first."""
+
+REMOVE_ALL_MESSAGES = "__remove_all__"
+"""The id of a ``RemoveMessage`` that removes every message before it: LangGraph's own
+constant (a test checks they are equal), written here because the module LangGraph keeps it in
+imports its whole runtime, and a reader of stored messages needs none of it."""
 
 
 _ID_NAMESPACE = uuid.UUID("6f1d3c8e-5b0a-4d7e-9c2a-4b8e1f0a7d31")
@@ -211,96 +210,12 @@ def _count(write: Any) -> int:
     return len(write) if isinstance(write, list) else 1
 
 
-class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
-    """The ``messages`` channel stored as writes, with snapshots as the list grows.
+def __getattr__(name: str) -> Any:
+    """The channel's declaration lives in :mod:`mcp_state_versions.channels`, which imports
+    LangGraph's channels (most of a process's start-up), so a reader of stored state never
+    pays for it; it is still found here, where it was first published."""
+    if name in {"MessagesChannel", "messages_channel"}:
+        from . import channels
 
-    LangGraph takes a snapshot when the channel's updates since the last one reach its
-    ``snapshot_frequency``, which it reads once a step. This channel answers 1 (due now) once
-    the messages written since its base (the snapshot it was rebuilt from, or its last
-    answer of 1) reach ``GROWTH - 1`` times the smaller of the list's size then and now, and
-    at least :data:`MIN_SNAPSHOT_MESSAGES`: an append-only list snapshots at sizes 16·3ᵏ, a
-    list a summary shrank soon after, as the snapshot is small. Otherwise it answers the
-    ``snapshot_frequency`` given, which stays LangGraph's cap on a cycle's updates.
-    """
-
-    __slots__ = ("base_size", "most", "written")
-
-    @property  # type: ignore[override]
-    def snapshot_frequency(self) -> int:
-        if self.value is MISSING:
-            return self.most
-        size = len(self.value)
-        if self.written >= (GROWTH - 1) * max(min(self.base_size, size), MIN_SNAPSHOT_MESSAGES):
-            self.base_size, self.written = size, 0
-            return 1
-        return self.most
-
-    @snapshot_frequency.setter
-    def snapshot_frequency(self, most: int) -> None:
-        self.most = most
-        self.base_size = self.written = 0
-
-    def update(self, values: Sequence[Any]) -> bool:
-        changed = super().update(values)
-        self.written += sum(_count(v) for v in values)
-        return changed
-
-    def replay_writes(self, writes: Sequence[Any]) -> None:
-        """Stored writes, oldest first, merged as a replay, from where this process's last
-        replay of the same writes left off (:data:`~mcp_state_versions.storage.REPLAYS`)."""
-        from .storage import REPLAYS
-
-        if not writes:
-            return
-        values = [write[2] for write in writes]
-        self.written += sum(_count(v) for v in values)
-        last = max((i for i, v in enumerate(values) if _get_overwrite(v)[0]), default=None)
-        if last is not None:  # an Overwrite resets the base, as in LangGraph's own replay
-            _, value = _get_overwrite(values[last])
-            base = list(value) if value is not None else []
-            self.value = replay_messages(base, values[last + 1 :])
-            return
-        seed = self.value
-        done, start = REPLAYS.start(replay_messages, seed, writes)
-        base = self.typ() if start is MISSING else start
-        self.value = replay_messages(base, values[done:]) if done < len(values) else base
-        REPLAYS.served += done
-        REPLAYS.remember(replay_messages, seed, writes, self.value, held=len(self.value))
-
-    def from_checkpoint(self, checkpoint: Any) -> MessagesChannel:
-        new = super().from_checkpoint(checkpoint)
-        new.most = self.most
-        new.base_size = len(new.value) if isinstance(new.value, list) else 0
-        new.written = 0
-        return new
-
-    def copy(self) -> MessagesChannel:
-        new = self.__class__(self.reducer, self.typ, snapshot_frequency=self.most)
-        new.key = self.key
-        new.value = self.value if self.value is MISSING else _copy.copy(self.value)
-        new.base_size, new.written = self.base_size, self.written
-        return new
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, MessagesChannel)
-            and self.most == other.most
-            and self.reducer is other.reducer
-        )
-
-    def __hash__(self) -> int:
-        return hash((MessagesChannel, self.most, self.reducer))
-
-
-def messages_channel(messages: MessagesOption = "delta") -> Any:
-    """The annotated type of a ``messages`` field: stored as writes (``"delta"``,
-    :class:`MessagesChannel` over :func:`merge_messages`) or whole at every checkpoint
-    (``"whole"``, LangGraph's ``add_messages``)."""
-    if messages == "whole":
-        return Annotated[list[AnyMessage], add_messages]
-    if messages != "delta":
-        raise ValueError(f"messages must be 'delta' or 'whole', got {messages!r}")
-    return Annotated[
-        list[AnyMessage],
-        MessagesChannel(merge_messages, list, snapshot_frequency=DEFAULT_MESSAGES_SNAPSHOT_CAP),
-    ]
+        return getattr(channels, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

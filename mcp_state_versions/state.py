@@ -31,8 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from .clock import CLOCK_KEY, count_turns, state_field
 from .credentials import SECRET_NAMES, secret_paths
-from .messages import MessagesOption, messages_channel
-from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
+from .messages import MessagesOption
+from .storage import DEFAULT_SNAPSHOT_FREQUENCY
 from .versions import RingPolicy, advance, canonical, strip_ring_values
 
 __all__ = [
@@ -40,7 +40,7 @@ __all__ = [
     "DEFAULT_BUDGET_BYTES",
     "TURN_METADATA_KEY",
     "PriorVersion",
-    "SessionState",
+    "SessionState",  # noqa: F822 (built when first asked for: see __getattr__)
     "StateEntry",
     "ToolStateError",
     "count_turns",
@@ -911,6 +911,8 @@ def make_session_state(
     list at every checkpoint. :data:`SessionState` is this with the defaults; build your own
     for other ring bounds.
     """
+    from .channels import messages_channel, tool_state_channel
+
     return TypedDict(  # type: ignore[operator]
         "SessionState",
         {
@@ -920,5 +922,15 @@ def make_session_state(
     )
 
 
-SessionState = make_session_state()
-"""Graph state of an agent with session state: messages plus versioned ``tool_state``."""
+@cache
+def _session_state() -> type:
+    return make_session_state()
+
+
+def __getattr__(name: str) -> Any:
+    """:data:`SessionState`, built when first asked for: building a schema declares its
+    channels, which imports LangGraph's runtime (:mod:`mcp_state_versions.channels`), and a
+    reader of stored state needs none of it."""
+    if name == "SessionState":
+        return _session_state()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,19 +28,16 @@ cover, and the README says what an upgrade needs.
 
 from __future__ import annotations
 
-import copy as _copy
 import operator
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any
+from typing import Any
 
-import ormsgpack
-from langgraph._internal._typing import MISSING
-from langgraph.channels.binop import _get_overwrite
-from langgraph.channels.delta import DeltaChannel
+from langgraph._internal._constants import OVERWRITE
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from .clock import CLOCK_KEY
@@ -54,14 +51,13 @@ __all__ = [
     "REPLAY_MEMORY_BYTES",
     "SNAPSHOT_RATIO",
     "Reducer",
-    "ToolStateChannel",
     "batched",
     "folded",
+    "overwrite_of",
     "replay",
     "replayed",
     "snapshot",
     "stored_value",
-    "tool_state_channel",
 ]
 
 Reducer = Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], dict[str, Any]]
@@ -275,167 +271,24 @@ def _same_writes(writes: Sequence[Any], found: Sequence[Any]) -> bool:
     )
 
 
-class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
-    """A ``DeltaChannel`` whose snapshot cadence follows what was written, not a step count.
+def overwrite_of(value: Any) -> tuple[bool, Any]:
+    """``(True, replacement)`` for a write that replaces a channel's value (LangGraph's
+    ``Overwrite``, or either of the dict forms it stands for across JSON), ``(False, None)``
+    for any other write: LangGraph's own test, asked without importing ``langgraph.types``.
 
-    LangGraph takes a snapshot when a channel's updates since the last one reach its
-    ``snapshot_frequency``, which it reads from the live channel once per step. A fixed count
-    fits no ``tool_state``: five small values rewritten each turn want a snapshot every few
-    turns, five hundred values with two rewritten a turn one every few hundred. So this channel
-    answers from what it holds. It knows the reducer's running totals at its seed (the snapshot
-    it was rebuilt from, :meth:`from_checkpoint`) and now; a snapshot is due once the writes
-    since then reach :data:`SNAPSHOT_RATIO` times the snapshot's own size (what storage costs),
-    or ``snapshot_frequency`` key writes (what a run start's replay costs), and then it
-    answers 1 (due now) and takes the present as its new base: LangGraph takes the snapshot in
-    that step whenever anything was written since the last one, and when nothing was, the last
-    one is the present anyway. A step that alone wrote :data:`BULK_WRITES` key writes or more
-    and a third of a snapshot's bytes is due too (a tool that published a whole catalogue).
-    Otherwise it answers the ``snapshot_frequency`` given, which stays LangGraph's own cap.
-
-    LangGraph reads the cadence once a step, as it writes the step's checkpoint; the totals at
-    the previous reading (``seen``) tell what the step wrote.
-    """
-
-    __slots__ = ("base", "measured", "most", "seen")
-
-    @property  # type: ignore[override]
-    def snapshot_frequency(self) -> int:
-        totals = _totals(self.value) if self.value is not MISSING else None
-        if totals is None:
-            return self.most
-        writes, written = totals[0] - self.base[0], totals[1] - self.base[1]
-        step_writes, step_written = totals[0] - self.seen[0], totals[1] - self.seen[1]
-        self.seen = totals
-        size = self._size()
-        if written >= SNAPSHOT_RATIO * size and self.measured is None:
-            size = self._measure()  # the estimate says due: what would it really store?
-        if (
-            written >= SNAPSHOT_RATIO * size
-            or writes >= self.most
-            or (step_writes >= BULK_WRITES and 3 * step_written >= size)
-        ):
-            self.base = totals
-            self.measured = None
-            return 1
-        return self.most
-
-    @snapshot_frequency.setter
-    def snapshot_frequency(self, most: int) -> None:
-        self.most = most
-        self.base = self.seen = (0, 0)
-        self.measured = None
-
-    def _size(self) -> int:
-        """About what a snapshot of the present would store, in bytes.
-
-        The reducer's total of value bytes plus :data:`_ENTRY_BYTES` an entry, until a
-        snapshot's real size was measured (:meth:`_measure`); from then on that size, plus
-        what the value bytes grew by since.
-        """
-        held = self.value[CLOCK_KEY].get("bytes", 0)
-        if self.measured is None:
-            return held + _ENTRY_BYTES * len(self.value)
-        size, held_then = self.measured
-        return size + held - held_then
-
-    def _measure(self) -> int:
-        """A snapshot's real size, serialized as the savers store it, measured once a base.
-
-        The per-entry estimate misses rings (a small value rewritten each turn holds eight
-        prior versions beside it, each with its stamps): under-counted, the snapshots came
-        too often and a turn stored more than twice what it changed. Measuring costs a
-        serialization of the state (0.1 ms at 500 × 200 B, 3 ms at 500 × 10 KB), so it is
-        done only when the estimate says a snapshot is due, and once until the next one.
-        """
-        try:
-            size = len(ormsgpack.packb(self.value))
-        except (TypeError, ValueError):  # a value msgpack cannot take: keep the estimate
-            return self._size()
-        self.measured = (size, self.value[CLOCK_KEY].get("bytes", 0))
-        return size
-
-    def copy(self) -> ToolStateChannel:
-        new = self.__class__(self.reducer, self.typ, snapshot_frequency=self.most)
-        new.key = self.key
-        new.value = self.value if self.value is MISSING else _copy.copy(self.value)
-        new.base, new.seen, new.measured = self.base, self.seen, self.measured
-        return new
-
-    def replay_writes(self, writes: Sequence[Any]) -> None:
-        """Stored writes, oldest first, merged as a replay (see :func:`replayed`), from where
-        this process's last replay of the same writes left off when there is one
-        (:class:`_Replays`)."""
-        if not writes:
-            return
-        fold = getattr(self.reducer, "replayed", None) or self.reducer
-        seed = self.value
-        # Writes a remembered replay merged held no Overwrite (such a replay is not
-        # remembered), so only the rest are looked at: a run start late in a snapshot cycle
-        # looks at three writes, not three thousand.
-        done, start = REPLAYS.start(fold, seed, writes)
-        rest = [write[2] for write in writes[done:]]
-        if any(_get_overwrite(value)[0] for value in rest):
-            # an Overwrite: every write from the seed, as the live channel merged them
-            values = [write[2] for write in writes]
-            self.value = folded(fold, self.typ() if seed is MISSING else seed, values)
-        else:
-            self.value = fold(self.typ() if start is MISSING else start, rest)
-            REPLAYS.served += done
-            REPLAYS.remember(fold, seed, writes, self.value)
-        # The next step's writes are counted from here. The replayed ones were written by
-        # earlier steps: they count towards the bytes and writes since the seed (``base``),
-        # never as one step's (a run start that counted them so took a "catalogue" snapshot
-        # every hundred turns or so where the cadence called for one every few hundred).
-        self.seen = _totals(self.value) or self.seen
-
-    def update(self, values: Sequence[Any]) -> bool:
-        """LangGraph's rules (one ``Overwrite`` a step at most, and it wins the step), except
-        that an ``Overwrite`` keeps the turn clock (:func:`~mcp_state_versions.state.
-        overwritten`)."""
-        replacing = [found[1] for found in map(_get_overwrite, values) if found[0]]
-        if len(replacing) != 1:
-            return super().update(values)  # none, or several: LangGraph refuses those
-        from .state import overwritten
-
-        before = self.typ() if self.value is MISSING else self.value
-        self.value = overwritten(before, replacing[0], self.reducer)
-        return True
-
-    def from_checkpoint(self, checkpoint: Any) -> ToolStateChannel:
-        new = super().from_checkpoint(checkpoint)
-        new.most = self.most
-        new.base = new.seen = _totals(new.value) or (0, 0)
-        new.measured = None
-        return new
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, ToolStateChannel)
-            and self.most == other.most
-            and self.reducer is other.reducer
-        )
-
-    def __hash__(self) -> int:
-        return hash((ToolStateChannel, self.most, self.reducer))
-
-
-def tool_state_channel(
-    reducer: Reducer, snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY
-) -> Any:
-    """The annotated type of a ``tool_state`` field stored as writes (:class:`ToolStateChannel`).
-
-    Use it as a state schema's field type, ``tool_state: tool_state_channel(reducer)``;
-    :func:`~mcp_state_versions.state.make_session_state` and ``SessionStateMiddleware`` do.
-    ``snapshot_frequency`` caps the updates, and the key writes, between snapshots (the bytes
-    set the cadence below it; see :data:`DEFAULT_SNAPSHOT_FREQUENCY` for what a larger one
-    trades).
-    """
-    if type(snapshot_frequency) is not int or snapshot_frequency < 1:
-        raise ValueError(f"snapshot_frequency must be a positive int, got {snapshot_frequency!r}")
-    return Annotated[
-        dict[str, Any],
-        ToolStateChannel(batched(reducer), dict, snapshot_frequency=snapshot_frequency),
-    ]
+    That module imports LangGraph's runtime, most of a process's start-up, and a reader of
+    stored state (the command line) needs none of it. An ``Overwrite`` can exist only once
+    its module is imported, so until then only the dict forms are looked at (a test checks
+    this agrees with LangGraph's on every form)."""
+    types = sys.modules.get("langgraph.types")
+    if types is not None and isinstance(value, types.Overwrite):
+        return True, value.value
+    if isinstance(value, dict):
+        if len(value) == 1 and OVERWRITE in value:
+            return True, value[OVERWRITE]
+        if value.get("type") == OVERWRITE and "value" in value:
+            return True, value["value"]
+    return False, None
 
 
 def folded(fold: Callable[[Any, Sequence[Any]], Any], seed: Any, updates: Sequence[Any]) -> Any:
@@ -446,7 +299,7 @@ def folded(fold: Callable[[Any, Sequence[Any]], Any], seed: Any, updates: Sequen
 
     state, pending = seed, []
     for value in updates:
-        replacing, replacement = _get_overwrite(value)
+        replacing, replacement = overwrite_of(value)
         if not replacing:
             pending.append(value)
             continue
@@ -495,3 +348,13 @@ def replay(seed: Any, updates: Iterable[Any], reducer: Reducer | None = None) ->
     # The bounds the state records, or else the first tick's.
     merge = reducer if reducer is not None else reducer_for(state, updates[0])
     return folded(replayed(merge), state, updates)
+
+
+def __getattr__(name: str) -> Any:
+    """The channel's declaration lives in :mod:`mcp_state_versions.channels` (see
+    :func:`overwrite_of` for why); it is still found here, where it was first published."""
+    if name in {"ToolStateChannel", "tool_state_channel"}:
+        from . import channels
+
+        return getattr(channels, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,6 +26,12 @@ def demo_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
     return _run_demo(tmp_path_factory.mktemp("demo") / "demo.sqlite")
 
 
+@pytest.fixture(scope="module")
+def untouched_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
+    """A demo file no test writes to (``demo_file`` is pruned by some)."""
+    return _run_demo(tmp_path_factory.mktemp("untouched") / "demo.sqlite")
+
+
 def _run_demo(path: Path) -> tuple[str, str, str]:
     """The demo's threads written afresh into `path`: (spec, act-1 thread, act-2 thread)."""
     spec = f"sqlite:{path}"
@@ -544,6 +550,39 @@ def test_help_and_version_load_no_langgraph(flag: str) -> None:
         f"try:\n    main([{flag!r}])\nexcept SystemExit:\n    pass\n"
         "loaded = [m for m in sys.modules if m.startswith(('langgraph', 'langchain'))]\n"
         "print(len(loaded), loaded[:3], file=sys.stderr)\nsys.exit(1 if loaded else 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+RUNTIME = ("langgraph.types", "langgraph.channels", "langgraph.graph", "langgraph.pregel")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["turns"],
+        ["inspect"],
+        ["inspect", BBOX, "--turn", "1"],
+        ["inspect", BBOX, "--versions"],
+        ["threads"],
+    ],
+)
+def test_read_commands_load_no_langgraph_runtime(
+    untouched_demo: tuple[str, str, str], command: list[str]
+) -> None:
+    """A read imports LangGraph's saver and what stored values are made of, never LangGraph's
+    runtime (its channels, graphs and ``langgraph.types``, which were most of a read's
+    start-up): the channels the library declares live in ``mcp_state_versions.channels``,
+    imported only by a graph, and a replay asks for an ``Overwrite`` without importing it."""
+    spec, thread, _ = untouched_demo
+    where = [] if command == ["threads"] else ["--thread", thread]
+    args = [command[0], "--checkpointer", spec, *where, *command[1:]]
+    code = (
+        "import sys\nfrom mcp_state_versions.cli import main\n"
+        f"code = main({args!r})\n"
+        f"loaded = [m for m in sys.modules if m.startswith({RUNTIME!r})]\n"
+        "print(code, loaded[:3], file=sys.stderr)\nsys.exit(1 if loaded or code else 0)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -335,3 +335,12 @@ async def test_retention_never_empties_the_conversation(
         if kind != "postgres":  # the savers' own keep-latest
             await saver.aprune([thread_id])
             assert await _fresh_read(kind, saver, tmp_path, config) == after
+
+
+def test_remove_all_is_langgraph_own_constant() -> None:
+    """The id that removes every message is LangGraph's, written where reading needs it."""
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES as LANGGRAPH_REMOVE_ALL
+
+    from mcp_state_versions.messages import REMOVE_ALL_MESSAGES
+
+    assert REMOVE_ALL_MESSAGES == LANGGRAPH_REMOVE_ALL

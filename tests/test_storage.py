@@ -884,3 +884,30 @@ def test_an_overwrite_keeps_the_clock_live_and_replayed_alike() -> None:
     dropped.update([Overwrite(None)])
     assert dropped.value[CLOCK_KEY]["turn"] == 6 and len(dropped.value) == 1
     assert dropped.value[CLOCK_KEY]["bytes"] == 0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"__overwrite__": {"a": 1}},
+        {"__overwrite__": None},
+        {"type": "__overwrite__", "value": [1]},
+        {"type": "__overwrite__"},
+        {"__overwrite__": 1, "other": 2},
+        {"gazet/get_aoi/bbox": {"value": 1}},
+        {},
+        [1, 2],
+        None,
+        "__overwrite__",
+    ],
+)
+def test_overwrite_of_answers_as_langgraph_does(value: Any) -> None:
+    """The replay's test for an ``Overwrite`` (asked without importing LangGraph's runtime)
+    gives LangGraph's own answer on every form, the typed one included."""
+    from langgraph.channels.binop import _get_overwrite
+    from langgraph.types import Overwrite
+
+    from mcp_state_versions.storage import overwrite_of
+
+    assert overwrite_of(value) == _get_overwrite(value)
+    assert overwrite_of(Overwrite(value)) == _get_overwrite(Overwrite(value)) == (True, value)
