@@ -101,6 +101,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 def _render(figures: dict[str, Any]) -> None:
     plotted = report.plot(figures, RESULTS / "latest.png")
     report.plot_writes(figures, RESULTS / "latest-writes.png")
+    if figures.get("thread"):
+        report.plot_thread(figures["thread"], RESULTS / "latest-thread.png")
     print(report.table(figures))
     if "cli" in figures:
         print(

@@ -32,6 +32,16 @@ def _rebuilt(rebuild: dict[str, float] | None) -> str:
     return f"{rebuild['writes']:,}: {rebuild['read_ms']:.1f} + {rebuild['replay_ms']:.1f}"
 
 
+def _pair(ms: dict[str, float], first: str, second: str) -> str:
+    if first not in ms or second not in ms:
+        return "—"
+    return f"{ms[first]:.1f} / {ms[second]:.1f}"
+
+
+def _ratio_or_dash(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
 def _cell(cell: str) -> str:
     keys, size = cell.split("x")
     size_ = int(size)
@@ -81,6 +91,15 @@ def targets(figures: dict[str, Any]) -> list[tuple[str, str, bool]]:
             rows.append(
                 (f"{backend}, {_cell(cell)}: time ÷ plain agent ≤ 1.2", f"{r:.2f}×", r <= 1.2)
             )
+            r = row.get("ratio_time_create_agent")
+            if r is not None:  # runs before the create_agent path was measured have none
+                rows.append(
+                    (
+                        f"{backend}, {_cell(cell)}: middleware ÷ plain create_agent ≤ 1.2",
+                        f"{r:.2f}×",
+                        r <= 1.2,
+                    )
+                )
     large = figures.get("large_value")
     if large:
         r = large["ratio_growth"]
@@ -248,8 +267,8 @@ def table(figures: dict[str, Any]) -> str:
             "and the replay of the writes since the last snapshot, in a process that remembers no "
             "earlier replay).",
             "",
-            "| backend | keys × bytes | library stored ÷ changed | turns between snapshots | plain agent stored ÷ changed | library ms | plain agent ms | no tool_state ms | time ÷ plain | run-start load, library / plain ms | furthest run start: writes replayed, read + replay ms |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| backend | keys × bytes | library stored ÷ changed | turns between snapshots | plain agent stored ÷ changed | library ms | plain agent ms | no tool_state ms | time ÷ plain | middleware / plain create_agent ms | middleware ÷ plain create_agent | run-start load, library / plain ms | furthest run start: writes replayed, read + replay ms |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for backend, cells in writes_.items():
             for cell, row in cells.items():
@@ -259,7 +278,9 @@ def table(figures: dict[str, Any]) -> str:
                     f"| {backend} | {_cell(cell)} | {row['ratio_stored']:.2f}× | "
                     f"{row['turns_between_snapshots']} | {_x(row['ratio_stored_lww'])} | {ms['library']:.1f} | "
                     f"{ms['last-write-wins']:.1f} | {ms['no tool_state']:.1f} | "
-                    f"{row['ratio_time_lww']:.2f}× | {load['library']:.1f} / {load['last-write-wins']:.1f} | "
+                    f"{row['ratio_time_lww']:.2f}× | {_pair(ms, 'middleware', 'plain create_agent')} | "
+                    f"{_ratio_or_dash(row.get('ratio_time_create_agent'))} | "
+                    f"{load['library']:.1f} / {load['last-write-wins']:.1f} | "
                     f"{_rebuilt(row.get('rebuild'))} |"
                 )
     large = figures.get("large_value")
@@ -377,4 +398,44 @@ def plot_writes(figures: dict[str, Any], path: Path) -> bool:
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return True
+
+
+def plot_thread(found: dict[str, Any], path: Path, target_ratio: float = 3.0) -> bool:
+    """The whole thread against its length: bytes stored ÷ bytes added, and a turn's time by
+    window, for every agent on every backend, with the targets (stored ≤ 3× added; the last
+    window ≤ 1.3× the first, drawn for the library)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(15, 5.5))
+    styles = {"sqlite": "-", "postgres": "--"}
+    for backend, agents in found.items():
+        for name, figures in agents.items():
+            sizes = sorted((int(n), s["stored"] / s["added"]) for n, s in figures["sizes"].items())
+            label = f"{name} ({backend})"
+            style = styles.get(backend, ":")
+            axes[0].plot(*zip(*sizes, strict=True), style, marker="o", label=label)
+            windows = [(int(w.split("-")[1]), ms) for w, ms in figures["turn_ms"].items()]
+            if windows:
+                axes[1].plot(*zip(*windows, strict=True), style, marker="o", label=label)
+            if name == "library" and windows:
+                axes[1].axhline(1.3 * windows[0][1], color="grey", linestyle=":", linewidth=1)
+    axes[0].axhline(target_ratio, color="red", linestyle=":", label=f"target ≤ {target_ratio:g}×")
+    axes[0].set(
+        xscale="log", yscale="log", xlabel="turns", ylabel="bytes stored ÷ bytes the turns added"
+    )
+    axes[0].set_title("storage against the thread's length")
+    axes[1].set(xscale="log", yscale="log", xlabel="turn (window end)", ylabel="median ms a turn")
+    axes[1].set_title(
+        "a turn's time against the thread's length (dotted: 1.3× the library's first)"
+    )
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
     return True

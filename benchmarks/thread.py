@@ -1,6 +1,6 @@
 """The whole thread: bytes stored ÷ bytes added, and a turn's time, against the thread's length.
 
-    python -m benchmarks.thread [--turns 10,100,1000] [--backends sqlite,postgres]
+    python -m benchmarks.thread [--turns 1000] [--backends sqlite,postgres]
 
 Four agents, one tool publishing a 300-byte value each turn and a one-sentence reply, each on
 its own thread of the same checkpointer (the library's saver for the backend):
@@ -10,7 +10,12 @@ its own thread of the same checkpointer (the library's saver for the backend):
 * **plain**: a plain LangGraph agent (``StateGraph`` + ``ToolNode``, ``add_messages``, a
   last-write-wins dict for the tool's value);
 * **plain, experimental delta**: the same plain agent on LangGraph's private
-  ``_messages_delta_reducer`` in a ``DeltaChannel``.
+  ``_messages_delta_reducer`` in a ``DeltaChannel``;
+* **middleware**: LangChain's ``create_agent`` with ``SessionStateMiddleware`` and
+  ``state_schema=SessionAgentState``, as the quick start builds it, invoked as ``create_agent``
+  agents are (``ainvoke``);
+* **plain create_agent**: ``create_agent`` with ``AgentState`` (``add_messages``) and a
+  last-write-wins dict for the tool's value, the same tool as the plain agent's.
 
 *Added* is what the turns brought: every message's own serialized size once, plus the tool's
 value once a turn. *Stored* is what the saver holds for the thread (rows, writes, blobs). A
@@ -38,11 +43,18 @@ from langgraph.graph.message import _messages_delta_reducer, add_messages
 from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
 from langgraph.types import Command
 
-from mcp_state_versions import build_agent, publish, run_turn
+from mcp_state_versions import (
+    SessionAgentState,
+    SessionStateMiddleware,
+    build_agent,
+    publish,
+    run_turn,
+)
 from mcp_state_versions.backends import backend_for
 from mcp_state_versions.scripted import ScriptedChatModel, call
 
 from .common import RESULTS, opened, progress
+from .report import plot_thread
 
 VALUE_BYTES = 300
 
@@ -93,6 +105,32 @@ class _PlainDelta(TypedDict):
     tool_state: Annotated[dict[str, Any], _merge]
 
 
+def _plain_create_agent(saver: Any) -> Any:
+    from langchain.agents import AgentState, create_agent
+
+    class PlainAgentState(AgentState):  # type: ignore[type-arg]
+        tool_state: Annotated[dict[str, Any], _merge]
+
+    return create_agent(
+        ScriptedChatModel(respond=_respond("lookup_plain")),
+        [lookup_plain],
+        state_schema=PlainAgentState,
+        checkpointer=saver,
+    )
+
+
+def _middleware(saver: Any) -> Any:
+    from langchain.agents import create_agent
+
+    return create_agent(
+        ScriptedChatModel(respond=_respond("lookup")),
+        [lookup],
+        state_schema=SessionAgentState,
+        middleware=[SessionStateMiddleware()],
+        checkpointer=saver,
+    )
+
+
 def _plain(saver: Any, schema: type) -> Any:
     model = ScriptedChatModel(respond=_respond("lookup_plain"))
 
@@ -120,7 +158,20 @@ AGENTS = {
     ),
     "plain": lambda saver: _plain(saver, _Plain),
     "plain, experimental delta": lambda saver: _plain(saver, _PlainDelta),
+    "middleware": _middleware,
+    "plain create_agent": _plain_create_agent,
 }
+"""Each agent by name; ``library`` is compared with ``plain``, ``middleware`` with
+``plain create_agent``."""
+
+
+WHOLE = {"library, messages whole", "plain", "plain create_agent"}
+"""The agents that store the whole message list at every checkpoint."""
+
+WHOLE_MOST = 1000
+"""The most turns a :data:`WHOLE` agent's thread runs to: at 1,000 turns it already stores
+2-3 GB, and at 10,000 it would store about a hundred times that. The others run to ``--turns``
+(10,000 for the long run)."""
 
 
 def _windows(turns: int) -> list[tuple[int, int]]:
@@ -153,15 +204,18 @@ async def _thread(name: str, saver: Any, turns: int) -> dict[str, Any]:
     return {"sizes": sizes, "turn_ms": windows}
 
 
-async def measure(backends: Sequence[str], turns: int, workdir: Path) -> dict[str, Any]:
-    """Every agent's thread on every backend, to ``turns``."""
+async def measure(
+    backends: Sequence[str], turns: int, workdir: Path, agents: Sequence[str] = tuple(AGENTS)
+) -> dict[str, Any]:
+    """Every agent's thread (of ``agents``) on every backend, to ``turns``."""
     found: dict[str, Any] = {}
     for backend in backends:
         found[backend] = {}
-        for name in AGENTS:
-            progress(f"{backend}: a {turns}-turn thread, {name}")
+        for name in agents:
+            progress(f"{backend}: a thread of up to {turns} turns, {name}")
             async with opened(backend, workdir) as (saver, _):
-                found[backend][name] = await _thread(name, saver, turns)
+                length = min(turns, WHOLE_MOST) if name in WHOLE else turns
+                found[backend][name] = await _thread(name, saver, length)
     return found
 
 
@@ -187,15 +241,24 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=None, help="default 1000")
     parser.add_argument("--quick", action="store_true", help="--turns 100")
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument(
+        "--agents", default=",".join(AGENTS), help="comma-separated, of: " + ", ".join(AGENTS)
+    )
     args = parser.parse_args()
     if args.turns is None:
         args.turns = 100 if args.quick else 1000
     workdir = RESULTS / "work-thread"
     workdir.mkdir(parents=True, exist_ok=True)
-    found = asyncio.run(measure(args.backends.split(","), args.turns, workdir))
+    agents = [name.strip() for name in args.agents.split(",")]
+    unknown = [name for name in agents if name not in AGENTS]
+    if unknown:
+        parser.error(f"unknown agents {unknown}; known: {', '.join(AGENTS)}")
+    found = asyncio.run(measure(args.backends.split(","), args.turns, workdir, agents))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "thread.json").write_text(json.dumps(found, indent=1))
     print(table(found))
+    if plot_thread(found, RESULTS / "thread.png"):
+        print(f"plot: {RESULTS / 'thread.png'}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,12 @@ Per cell (``keys`` values of ``size`` JSON bytes), three agents run the same tur
   tool publishes every field each turn;
 * **last-write-wins**: a plain agent, ``StateGraph`` + ``ToolNode`` with a dict channel
   (``{**old, **new}``), whose tool returns the same fields into it;
-* **no tool_state**: the same plain agent whose tool returns a short text and stores nothing.
+* **no tool_state**: the same plain agent whose tool returns a short text and stores nothing;
+* **middleware**: LangChain's ``create_agent`` with ``SessionStateMiddleware`` and
+  ``state_schema=SessionAgentState`` (the quick start's agent), whose tool publishes as the
+  library's does, invoked as ``create_agent`` agents are (``ainvoke``);
+* **plain create_agent**: ``create_agent`` with a last-write-wins dict channel beside
+  ``AgentState``'s, whose tool returns the fields into it as the plain agent's does.
 
 Every turn after the first rewrites two fields (the same two, so their rings fill) and
 republishes the others unchanged. Measured per turn after the first:
@@ -18,7 +23,8 @@ republishes the others unchanged. Measured per turn after the first:
   from the end of the first turn (which snapshots what it published) to the end of the turn
   that took the next snapshot, over those turns. Its thread goes on past the measured turns,
   untimed, until that snapshot is taken;
-* milliseconds per turn (medians), library and last-write-wins, and their ratio.
+* milliseconds per turn (medians) of every agent, and two ratios: the library's to
+  last-write-wins, and the middleware's to plain ``create_agent``.
 
 Then, on the library's thread: the time to load its state at run start (``aget_state``, which
 replays the writes since the last snapshot) against the plain agent's, after the measured
@@ -49,7 +55,13 @@ from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from mcp_state_versions import build_agent, publish, run_turn
+from mcp_state_versions import (
+    SessionAgentState,
+    SessionStateMiddleware,
+    build_agent,
+    publish,
+    run_turn,
+)
 from mcp_state_versions.backends import forget_histories
 from mcp_state_versions.backends.sqlite import _unpack
 from mcp_state_versions.scripted import ScriptedChatModel, call
@@ -133,6 +145,31 @@ def _plain_agent(saver: Any, tool_: Any) -> Any:
     return graph.compile(checkpointer=saver)
 
 
+def _create_agent(saver: Any, *, middleware: bool) -> Any:
+    """``create_agent`` with the library's middleware and schema, or plain with a
+    last-write-wins ``tool_state`` beside ``AgentState``'s channels."""
+    from langchain.agents import AgentState, create_agent
+
+    if middleware:
+        return create_agent(
+            ScriptedChatModel(respond=_respond("refresh")),
+            [refresh],
+            state_schema=SessionAgentState,
+            middleware=[SessionStateMiddleware(budget_bytes=BUDGET)],
+            checkpointer=saver,
+        )
+
+    class PlainAgentState(AgentState):  # type: ignore[type-arg]
+        tool_state: Annotated[dict[str, Any], _merge]
+
+    return create_agent(
+        ScriptedChatModel(respond=_respond("refresh_plain")),
+        [refresh_plain],
+        state_schema=PlainAgentState,
+        checkpointer=saver,
+    )
+
+
 async def tool_state_bytes(saver: Any, thread_id: str) -> tuple[int, int]:
     """``(writes, values)``: bytes a thread stores for ``tool_state`` in its writes, and in
     stored values (snapshots for the library, every stored value for a dict channel), as the
@@ -190,6 +227,8 @@ async def measure_cell(
             ),
             "last-write-wins": _plain_agent(saver, refresh_plain),
             "no tool_state": _plain_agent(saver, refresh_nothing),
+            "middleware": _create_agent(saver, middleware=True),
+            "plain create_agent": _create_agent(saver, middleware=False),
         }
         threads = {name: f"writes-{name[:3]}-{uuid4().hex}" for name in agents}
         library, config = agents["library"], {"configurable": {"thread_id": threads["library"]}}
@@ -272,6 +311,7 @@ async def measure_cell(
             "ratio_stored_lww": stored["last-write-wins"] / turns / changed,
             "ms_per_turn": ms,
             "ratio_time_lww": ms["library"] / ms["last-write-wins"],
+            "ratio_time_create_agent": ms["middleware"] / ms["plain create_agent"],
             "load_ms": loads,
             "rebuild": rebuild,
         }

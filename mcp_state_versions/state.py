@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from .clock import CLOCK_KEY, count_turns, state_field
 from .credentials import SECRET_NAMES, secret_paths
 from .messages import MessagesOption
-from .storage import DEFAULT_SNAPSHOT_FREQUENCY
+from .storage import DEFAULT_SNAPSHOT_FREQUENCY, REDUCERS
 from .versions import RingPolicy, advance, canonical, strip_ring_values
 
 __all__ = [
@@ -862,7 +862,7 @@ merge_tool_state = make_merge_tool_state()
 """The default reducer: ring of 8 prior values within 256 KiB per key, 8 MiB in all."""
 
 
-@cache
+@lru_cache(maxsize=REDUCERS)
 def _reducer_with(ring_size: int, ring_bytes: int, budget_bytes: int) -> Callable[..., Any]:
     bounds = {"budget": budget_bytes, "ring_size": ring_size, "ring_bytes": ring_bytes}
     if bounds == merge_tool_state.bounds:  # type: ignore[attr-defined]

@@ -34,7 +34,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 from typing import Any
 
 from langgraph._internal._constants import OVERWRITE
@@ -46,6 +46,7 @@ __all__ = [
     "BULK_WRITES",
     "DEFAULT_SNAPSHOT_FREQUENCY",
     "NOTHING_STORED",
+    "REDUCERS",
     "REPLAYS",
     "REPLAY_MEMORY",
     "REPLAY_MEMORY_BYTES",
@@ -61,6 +62,12 @@ __all__ = [
 ]
 
 Reducer = Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], dict[str, Any]]
+
+REDUCERS = 64
+"""Reducers a process keeps for the ring bounds stored threads record
+(:func:`mcp_state_versions.state.reducer_for`), the least recently asked giving way, and four
+times as many :func:`batched` and :func:`replayed` forms: caches of pure functions, bounded
+because the bounds are read from storage, which any writer may have filled."""
 
 DEFAULT_SNAPSHOT_FREQUENCY = 3000
 """The most updates of ``tool_state`` (about three a turn), and the most key writes, between whole
@@ -108,18 +115,19 @@ NOTHING_STORED: Any = object()
 rebuilt from the writes of its ancestors (see :func:`replay`)."""
 
 
-@cache
+@lru_cache(maxsize=4 * REDUCERS)
 def batched(reducer: Reducer) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
     """The reducer in ``DeltaChannel``'s form, ``(state, [update, ...]) -> state``.
 
-    One function object per reducer (cached), so two schemas declaring the same reducer declare
+    One function object per reducer (cached; :data:`REDUCERS` times four, as many as a
+    process declares and reads with), so two schemas declaring the same reducer declare
     equal channels, which LangGraph requires when it merges state schemas (``create_agent``
     merges every middleware's).
     """
     return _folding(reducer, replaying=False)
 
 
-@cache
+@lru_cache(maxsize=4 * REDUCERS)
 def replayed(reducer: Reducer) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
     """:func:`batched` for stored writes being replayed (a run start, a read of the past).
 

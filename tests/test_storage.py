@@ -911,3 +911,62 @@ def test_overwrite_of_answers_as_langgraph_does(value: Any) -> None:
 
     assert overwrite_of(value) == _get_overwrite(value)
     assert overwrite_of(Overwrite(value)) == _get_overwrite(Overwrite(value)) == (True, value)
+
+
+async def test_a_writer_runs_the_sqlite_migrations_a_file_has_not_had(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file holding the lineage indexes earlier releases made, and no record of migrations,
+    gets the current index and loses the old ones when a writer opens it; the next writer runs
+    nothing; an index dropped by hand is made again."""
+    import sqlite3
+
+    from mcp_state_versions.backends.sqlite import (
+        INDEX_NAME,
+        MIGRATIONS,
+        MIGRATIONS_TABLE,
+        SqliteBackend,
+    )
+
+    path = tmp_path / "earlier.sqlite"
+
+    async def open_as_writer() -> None:
+        async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
+            await saver.setup()
+
+    def indexes() -> list[str]:
+        with sqlite3.connect(path) as db:
+            return sorted(
+                row[0]
+                for row in db.execute(
+                    "SELECT name FROM sqlite_master "
+                    "WHERE type = 'index' AND name LIKE 'mcp_state_versions%'"
+                )
+            )
+
+    await open_as_writer()
+    with sqlite3.connect(path) as db:  # as an earlier release left it
+        db.execute(f"DROP TABLE {MIGRATIONS_TABLE}")
+        db.execute(f"DROP INDEX {INDEX_NAME}")
+        db.execute("CREATE INDEX mcp_state_versions_lineage ON checkpoints (thread_id)")
+        db.execute("CREATE INDEX mcp_state_versions_lineage_v2 ON checkpoints (checkpoint_id)")
+    await open_as_writer()
+    assert indexes() == [INDEX_NAME]
+    with sqlite3.connect(path) as db:
+        applied = [row[0] for row in db.execute(f"SELECT v FROM {MIGRATIONS_TABLE} ORDER BY v")]
+    assert applied == list(range(len(MIGRATIONS)))
+
+    written: list[Any] = []
+    real_write = SqliteBackend._write
+
+    async def recording(self: SqliteBackend, statements: Any) -> None:
+        written.append(list(statements))
+        await real_write(self, statements)
+
+    monkeypatch.setattr(SqliteBackend, "_write", recording)
+    await open_as_writer()
+    assert written == [] and indexes() == [INDEX_NAME]
+    with sqlite3.connect(path) as db:
+        db.execute(f"DROP INDEX {INDEX_NAME}")
+    await open_as_writer()
+    assert len(written) == 1 and indexes() == [INDEX_NAME]

@@ -82,7 +82,7 @@ class MemoryBackend(Backend):
     async def recent_threads(
         self, before: str | None, limit: int, contains: str | None = None
     ) -> list[tuple[str, str]]:
-        from . import _recent
+        from .base import _recent
 
         storage = self.saver.storage  # type: ignore[attr-defined]
         heads = [(thread, max(spaces[""])) for thread, spaces in storage.items() if spaces.get("")]

@@ -43,14 +43,11 @@ from . import (
     writes_by_checkpoint,
 )
 
-__all__ = ["INDEX_NAME", "SqliteBackend", "sqlite_backend"]
+__all__ = ["INDEX_NAME", "MIGRATIONS", "MIGRATIONS_TABLE", "SqliteBackend", "sqlite_backend"]
 
 INDEX_NAME = "mcp_state_versions_lineage_v3"
 """The covering index over what a walk reads: ids, parents, the turn stamp, ``source``, and
 how many steps ago ``tool_state`` was last stored whole (LangGraph's delta counters)."""
-
-_OLD_INDEX_NAMES = ("mcp_state_versions_lineage", "mcp_state_versions_lineage_v2")
-"""Indexes earlier releases created, dropped when the current one is."""
 
 _META_TEXT = "CAST(metadata AS TEXT)"
 
@@ -87,16 +84,35 @@ only a checkpoint without them can hold a stored value (a whole value of the pre
 has none either)."""
 
 
-def _index_sql() -> list[str]:
+def _create_index_sql() -> str:
     from ..state import TURN_METADATA_KEY
 
-    return [
+    return (
         f"CREATE INDEX IF NOT EXISTS {INDEX_NAME} ON checkpoints (thread_id, checkpoint_ns, "
         f"checkpoint_id, parent_checkpoint_id, "
         f"{_meta(TURN_METADATA_KEY)}, "
-        f"{_meta('source')}, {_COUNTER})",
-        *(f"DROP INDEX IF EXISTS {name}" for name in _OLD_INDEX_NAMES),
-    ]
+        f"{_meta('source')}, {_COUNTER})"
+    )
+
+
+MIGRATIONS_TABLE = "mcp_state_versions_migrations"
+"""The table recording which of :data:`MIGRATIONS` a file has had (one row a migration)."""
+
+MIGRATIONS: list[str] = [
+    f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (v INTEGER PRIMARY KEY)",
+    # The first release's lineage index: ids, parents, the turn stamp and ``source``.
+    "DROP INDEX IF EXISTS mcp_state_versions_lineage",
+    # The second's added tool_state's delta counter; the third reads metadata as JSON only
+    # where it is valid JSON (one damaged row must not fail the index every read goes through).
+    "DROP INDEX IF EXISTS mcp_state_versions_lineage_v2",
+    _create_index_sql(),
+]
+"""What a writer does to a SQLite file, in order, numbered by position, as LangGraph's
+PostgreSQL saver numbers its own: the library adds one index beside the saver's tables (never
+changing them) and a table recording the migrations a file has had, so a writer opening a file
+runs only those it has not (each is idempotent too: files of earlier releases, which recorded
+none, run them all). A new index definition is a new name, created by a new migration after
+the drop of the one it replaces, all in one transaction."""
 
 
 @cache
@@ -289,8 +305,25 @@ class SqliteBackend(SqlBackend):
             )
 
     async def create_index(self) -> None:
-        """Create the lineage index (and drop the ones earlier releases made)."""
-        await self._write([(sql, ()) for sql in _index_sql()])
+        """Run the :data:`MIGRATIONS` the file has not had (creating the lineage index and
+        dropping the ones earlier releases made), in one transaction; the index again if it
+        was dropped by hand since."""
+        try:
+            rows = await self._rows(f"SELECT MAX(v) FROM {MIGRATIONS_TABLE}", ())
+            applied = -1 if rows[0][0] is None else int(rows[0][0])
+        except sqlite3.OperationalError:  # no such table: a file no migration has run on
+            applied = -1
+        statements: list[tuple[str, Sequence[Any]]] = [
+            (sql, ()) for sql in MIGRATIONS[applied + 1 :]
+        ]
+        statements += [
+            (f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (v) VALUES (?)", (number,))
+            for number in range(applied + 1, len(MIGRATIONS))
+        ]
+        if not statements and not (await self._rows(_INDEX_EXISTS_SQL, (INDEX_NAME,))):
+            statements = [(_create_index_sql(), ())]
+        if statements:
+            await self._write(statements)
         self.saver._mcp_state_versions_index = True  # type: ignore[attr-defined]
 
     async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
