@@ -329,6 +329,8 @@ def ticks_around(
     config: RunnableConfig | None = None,
     *,
     bounds: Mapping[str, int] | None = None,
+    opens: bool = True,
+    ends: bool | None = None,
 ) -> dict[str, Any]:
     """The clock writes of a model node that runs the clock itself, as one ``tool_state``
     update: :func:`open_turn`'s tick for the input it answers, and :func:`close_turn`'s when
@@ -337,11 +339,20 @@ def ticks_around(
     :func:`~mcp_state_versions.agent.build_agent` does this instead of running the two as
     nodes of their own: each node is a step, and each step is a checkpoint written, which for
     a short turn was a third of its time. ``reply`` needs an id (the node gives it one), since
-    the close records the last message seen.
+    the close records the last message seen. ``opens=False`` only closes (a graph that opens
+    the turn before its model node, as ``SessionStateMiddleware`` does); ``ends`` says whether
+    the reply ends the turn where its tool calls do not tell (a structured response given
+    through a tool call ends the agent).
     """
-    opened = open_turn(state, config, bounds=bounds).get("tool_state", {}).get(CLOCK_KEY)
+    opened = (
+        open_turn(state, config, bounds=bounds).get("tool_state", {}).get(CLOCK_KEY)
+        if opens
+        else None
+    )
     tick = dict(opened) if opened else None
-    if not getattr(reply, "tool_calls", None) and _in_root(config):
+    if ends is None:
+        ends = not getattr(reply, "tool_calls", None)
+    if ends and _in_root(config):
         record = tick or clock_of(state_field(state, "tool_state"))
         if record is not None and record.get("turn") is not None:
             seen = _mark(_message_id(reply))

@@ -5,9 +5,14 @@ middleware gives such an agent everything :func:`~mcp_state_versions.agent.build
 
 * the ``tool_state`` channel with the versioning reducer, declared as its **state schema** (so
   no ``state_schema=`` is needed, and no publish is dropped for want of a channel);
-* the **turn clock**: ``before_agent`` ticks it on a new user message, ``after_agent`` closes
-  the turn, so summarization or trimming (``SummarizationMiddleware`` in the same agent) never
-  renumbers turns, and a resumed interrupt does not count as a turn;
+* the **turn clock**: ``before_agent`` ticks it on a new user message, so summarization or
+  trimming (``SummarizationMiddleware`` in the same agent, whose summary is a human message
+  written later in the run) never renumbers turns, and a resumed interrupt does not count as a
+  turn; the model call that gives the turn's final reply closes it, in the model's own step
+  (``ExtendedModelResponse``), as ``build_agent``'s model node does: a node of its own after the
+  agent was one more step and one more checkpoint a turn. A run that ends without a final
+  reply (an interrupt, a middleware ending the run before the model answers) leaves its turn
+  open, as a failed run does; the next user message opens the next one;
 * exactly one ``inspect_state`` **tool**, reading the history of the run's own checkpointer;
 * the **guidance** (:data:`~mcp_state_versions.agent.SESSION_STATE_PROMPT`) appended to the
   system prompt of every model call;
@@ -21,16 +26,19 @@ middleware gives such an agent everything :func:`~mcp_state_versions.agent.build
 
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NotRequired, Required
+from uuid import uuid4
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
-from langchain_core.messages import SystemMessage
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command
 
 from .agent import SESSION_STATE_PROMPT
 from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, session_tool_wrappers
-from .clock import close_turn, open_turn
+from .clock import open_turn, ticks_around
 from .history import AUTO, HistoryOption
 from .messages import messages_channel
 from .publish import SECRET_NAMES, noted_messages
@@ -132,11 +140,24 @@ class SessionStateMiddleware(AgentMiddleware):
     async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         return self.before_agent(state, runtime)
 
-    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return close_turn(state, get_config()) or None
-
-    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        return self.after_agent(state, runtime)
+    def _closing(self, request: ModelRequest, response: ModelResponse | AIMessage) -> Any:
+        """``response``, with the clock's close of the turn where it is the turn's final
+        reply (no tool calls, or a structured response, which ends the agent)."""
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        replies = [m for m in response.result if isinstance(m, AIMessage)]
+        if not replies:
+            return response
+        reply = replies[-1]
+        ends = not reply.tool_calls or response.structured_response is not None
+        if not ends:
+            return response
+        if reply.id is None:  # the close records the last message seen, by its id
+            reply.id = f"run-{uuid4()}"
+        update = ticks_around(request.state, reply, get_config(), opens=False, ends=True)
+        if not update:
+            return response
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     # -- the guidance -------------------------------------------------------------------------
 
@@ -151,12 +172,12 @@ class SessionStateMiddleware(AgentMiddleware):
         return request.override(system_message=SystemMessage(text))
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[..., Any]) -> Any:
-        return handler(self._guided(request))
+        return self._closing(request, handler(self._guided(request)))
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[..., Awaitable[Any]]
     ) -> Any:
-        return await handler(self._guided(request))
+        return self._closing(request, await handler(self._guided(request)))
 
     # -- tool calls: capture.session_tool_wrappers ------------------------------------------
 
