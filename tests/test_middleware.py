@@ -296,3 +296,28 @@ async def test_text_results_are_captured_and_a_tool_can_opt_out() -> None:
             assert "tools/greet/result" in listing
         else:
             assert reply == "hello you" and "Session state is empty" in listing
+
+
+def test_the_turn_closes_in_the_model_s_own_step() -> None:
+    """The final reply's model step closes the turn: no node of the middleware's own runs
+    after the agent, so a turn costs the steps (and checkpoints) a plain create_agent's does,
+    plus the opening tick."""
+    from mcp_state_versions.clock import CLOCK_KEY
+
+    agent = create_agent(
+        ScriptedChatModel(
+            replies=[AIMessage("", tool_calls=[call("greet", "g", who="Ada")]), AIMessage("Hi.")]
+        ),
+        [greet],
+        middleware=[SessionStateMiddleware()],
+        checkpointer=InMemorySaver(),
+    )
+    assert not [node for node in agent.get_graph().nodes if "after_agent" in node]
+    config = {"configurable": {"thread_id": f"closed-{uuid4()}"}}
+    agent.invoke({"messages": [HumanMessage("Greet Ada.")]}, config)
+    record = agent.get_state(config).values["tool_state"][CLOCK_KEY]
+    assert record["turn"] == 1 and record["open"] is False
+    steps = [s.metadata["step"] for s in agent.get_state_history(config)]
+    # the input, the start, before_agent, model, tools, model: a plain create_agent's five
+    # checkpoints and the opening tick's (an after_agent node made a seventh)
+    assert steps == [4, 3, 2, 1, 0, -1], steps
