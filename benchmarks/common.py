@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from uuid import uuid4
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -191,3 +191,33 @@ def quick_repeats(prog: str, full: int, quick: int = 5) -> int:
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     return quick if parser.parse_args().quick else full
+
+
+def last_write_wins(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
+    """A plain agent's ``tool_state`` reducer: each key's newest value, nothing kept."""
+    return {**(old or {}), **(new or {})}
+
+
+def create_agent_path(
+    saver: Any, model: Any, tool_: Any, *, middleware: bool, **options: Any
+) -> Any:
+    """LangChain's ``create_agent`` as the quick start builds it (``SessionStateMiddleware``
+    with ``options``, ``state_schema=SessionAgentState``), or plain: ``AgentState`` with a
+    last-write-wins ``tool_state`` beside it, for a tool that returns its fields there."""
+    from langchain.agents import AgentState, create_agent
+
+    from mcp_state_versions import SessionAgentState, SessionStateMiddleware
+
+    if middleware:
+        return create_agent(
+            model,
+            [tool_],
+            state_schema=SessionAgentState,
+            middleware=[SessionStateMiddleware(**options)],
+            checkpointer=saver,
+        )
+
+    class PlainAgentState(AgentState):  # type: ignore[type-arg]
+        tool_state: Annotated[dict[str, Any], last_write_wins]
+
+    return create_agent(model, [tool_], state_schema=PlainAgentState, checkpointer=saver)

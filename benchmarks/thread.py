@@ -43,17 +43,11 @@ from langgraph.graph.message import _messages_delta_reducer, add_messages
 from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
 from langgraph.types import Command
 
-from mcp_state_versions import (
-    SessionAgentState,
-    SessionStateMiddleware,
-    build_agent,
-    publish,
-    run_turn,
-)
+from mcp_state_versions import build_agent, publish, run_turn
 from mcp_state_versions.backends import backend_for
 from mcp_state_versions.scripted import ScriptedChatModel, call
 
-from .common import RESULTS, opened, progress
+from .common import RESULTS, create_agent_path, last_write_wins, opened, progress
 from .report import plot_thread
 
 VALUE_BYTES = 300
@@ -91,44 +85,14 @@ def _respond(name: str) -> Any:
     return respond
 
 
-def _merge(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
-    return {**(old or {}), **(new or {})}
-
-
 class _Plain(TypedDict):
     messages: Annotated[list[BaseMessage], add_messages]
-    tool_state: Annotated[dict[str, Any], _merge]
+    tool_state: Annotated[dict[str, Any], last_write_wins]
 
 
 class _PlainDelta(TypedDict):
     messages: Annotated[list[BaseMessage], DeltaChannel(_messages_delta_reducer)]
-    tool_state: Annotated[dict[str, Any], _merge]
-
-
-def _plain_create_agent(saver: Any) -> Any:
-    from langchain.agents import AgentState, create_agent
-
-    class PlainAgentState(AgentState):  # type: ignore[type-arg]
-        tool_state: Annotated[dict[str, Any], _merge]
-
-    return create_agent(
-        ScriptedChatModel(respond=_respond("lookup_plain")),
-        [lookup_plain],
-        state_schema=PlainAgentState,
-        checkpointer=saver,
-    )
-
-
-def _middleware(saver: Any) -> Any:
-    from langchain.agents import create_agent
-
-    return create_agent(
-        ScriptedChatModel(respond=_respond("lookup")),
-        [lookup],
-        state_schema=SessionAgentState,
-        middleware=[SessionStateMiddleware()],
-        checkpointer=saver,
-    )
+    tool_state: Annotated[dict[str, Any], last_write_wins]
 
 
 def _plain(saver: Any, schema: type) -> Any:
@@ -158,8 +122,12 @@ AGENTS = {
     ),
     "plain": lambda saver: _plain(saver, _Plain),
     "plain, experimental delta": lambda saver: _plain(saver, _PlainDelta),
-    "middleware": _middleware,
-    "plain create_agent": _plain_create_agent,
+    "middleware": lambda saver: create_agent_path(
+        saver, ScriptedChatModel(respond=_respond("lookup")), lookup, middleware=True
+    ),
+    "plain create_agent": lambda saver: create_agent_path(
+        saver, ScriptedChatModel(respond=_respond("lookup_plain")), lookup_plain, middleware=False
+    ),
 }
 """Each agent by name; ``library`` is compared with ``plain``, ``middleware`` with
 ``plain create_agent``."""
@@ -242,14 +210,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="--turns 100")
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument(
-        "--agents", default=",".join(AGENTS), help="comma-separated, of: " + ", ".join(AGENTS)
+        "--agent",
+        action="append",
+        dest="agents",
+        help="an agent to run (repeat for several; default all): " + "; ".join(AGENTS),
     )
     args = parser.parse_args()
     if args.turns is None:
         args.turns = 100 if args.quick else 1000
     workdir = RESULTS / "work-thread"
     workdir.mkdir(parents=True, exist_ok=True)
-    agents = [name.strip() for name in args.agents.split(",")]
+    agents = args.agents or list(AGENTS)
     unknown = [name for name in agents if name not in AGENTS]
     if unknown:
         parser.error(f"unknown agents {unknown}; known: {', '.join(AGENTS)}")

@@ -55,19 +55,13 @@ from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from mcp_state_versions import (
-    SessionAgentState,
-    SessionStateMiddleware,
-    build_agent,
-    publish,
-    run_turn,
-)
+from mcp_state_versions import build_agent, publish, run_turn
 from mcp_state_versions.backends import forget_histories
 from mcp_state_versions.backends.sqlite import _unpack
 from mcp_state_versions.scripted import ScriptedChatModel, call
 from mcp_state_versions.storage import DEFAULT_SNAPSHOT_FREQUENCY, REPLAYS, replay
 
-from .common import RESULTS, analyzed, opened, progress
+from .common import RESULTS, analyzed, create_agent_path, last_write_wins, opened, progress
 from .report import _cell
 
 CELLS = [(5, 200), (5, 10_000), (5, 200_000), (50, 200), (50, 10_000), (50, 200_000)]
@@ -125,13 +119,9 @@ def _respond(name: str) -> Any:
     return respond
 
 
-def _merge(old: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
-    return {**(old or {}), **(new or {})}
-
-
 class _PlainState(TypedDict):
     messages: Annotated[list[BaseMessage], add_messages]
-    tool_state: Annotated[dict[str, Any], _merge]
+    tool_state: Annotated[dict[str, Any], last_write_wins]
 
 
 def _plain_agent(saver: Any, tool_: Any) -> Any:
@@ -143,31 +133,6 @@ def _plain_agent(saver: Any, tool_: Any) -> Any:
     graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
     graph.add_edge("tools", "agent")
     return graph.compile(checkpointer=saver)
-
-
-def _create_agent(saver: Any, *, middleware: bool) -> Any:
-    """``create_agent`` with the library's middleware and schema, or plain with a
-    last-write-wins ``tool_state`` beside ``AgentState``'s channels."""
-    from langchain.agents import AgentState, create_agent
-
-    if middleware:
-        return create_agent(
-            ScriptedChatModel(respond=_respond("refresh")),
-            [refresh],
-            state_schema=SessionAgentState,
-            middleware=[SessionStateMiddleware(budget_bytes=BUDGET)],
-            checkpointer=saver,
-        )
-
-    class PlainAgentState(AgentState):  # type: ignore[type-arg]
-        tool_state: Annotated[dict[str, Any], _merge]
-
-    return create_agent(
-        ScriptedChatModel(respond=_respond("refresh_plain")),
-        [refresh_plain],
-        state_schema=PlainAgentState,
-        checkpointer=saver,
-    )
 
 
 async def tool_state_bytes(saver: Any, thread_id: str) -> tuple[int, int]:
@@ -227,8 +192,19 @@ async def measure_cell(
             ),
             "last-write-wins": _plain_agent(saver, refresh_plain),
             "no tool_state": _plain_agent(saver, refresh_nothing),
-            "middleware": _create_agent(saver, middleware=True),
-            "plain create_agent": _create_agent(saver, middleware=False),
+            "middleware": create_agent_path(
+                saver,
+                ScriptedChatModel(respond=_respond("refresh")),
+                refresh,
+                middleware=True,
+                budget_bytes=BUDGET,
+            ),
+            "plain create_agent": create_agent_path(
+                saver,
+                ScriptedChatModel(respond=_respond("refresh_plain")),
+                refresh_plain,
+                middleware=False,
+            ),
         }
         threads = {name: f"writes-{name[:3]}-{uuid4().hex}" for name in agents}
         library, config = agents["library"], {"configurable": {"thread_id": threads["library"]}}

@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rapidfuzz import fuzz, process
-
 from .history import (
     DamagedState,
     Found,
@@ -85,6 +83,8 @@ def close_keys(key: str, keys: Sequence[str]) -> list[str]:
     """
     if len(key) > CLOSE_KEY_LENGTH:
         return []
+    from rapidfuzz import fuzz, process  # only a key not found needs it
+
     found = process.extract(key, keys, scorer=fuzz.ratio, limit=3, score_cutoff=50)
     return [match for match, _, _ in found]
 
