@@ -44,8 +44,9 @@ from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
 from langgraph.types import Command
 
 from mcp_state_versions import build_agent, publish, run_turn
-from mcp_state_versions.backends import backend_for
+from mcp_state_versions.backends import backend_for, forget_histories
 from mcp_state_versions.scripted import ScriptedChatModel, call
+from mcp_state_versions.storage import REPLAYS
 
 from .common import RESULTS, create_agent_path, last_write_wins, opened, progress
 from .report import plot_thread
@@ -142,6 +143,26 @@ WHOLE_MOST = 1000
 (10,000 for the long run)."""
 
 
+RESTART_EVERY = 25
+"""Every this many turns (at turns 3 past a multiple, so never inside a timed window) the
+thread's head is read as the first run start after a restart reads it: the process's memory of
+delta histories and replays cleared (``forget_histories``, ``REPLAYS.clear()``), then
+``aget_state``, which rebuilds every channel from storage as a run start does; the median of
+three. A library thread's cost grows through a snapshot cycle and drops at its snapshot; a
+plain agent's grows with the list it reads whole."""
+
+
+async def _restart_read(agent: Any, saver: Any, config: Any) -> float:
+    samples = []
+    for _ in range(3):
+        REPLAYS.clear()
+        forget_histories(saver)
+        started = time.perf_counter()
+        await agent.aget_state(config)
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
 def _windows(turns: int) -> list[tuple[int, int]]:
     return [(max(1, n - 10), n) for n in (20, 100, 1000, 10_000) if n <= turns]
 
@@ -152,6 +173,7 @@ async def _thread(name: str, saver: Any, turns: int) -> dict[str, Any]:
     config = {"configurable": {"thread_id": thread_id}}
     times: list[float] = []
     sizes: dict[int, dict[str, int]] = {}
+    restarts: dict[int, float] = {}
     checkpoints = {10, 100, 1000, 10_000, turns}
     backend = backend_for(saver)
     for turn in range(1, turns + 1):
@@ -168,8 +190,10 @@ async def _thread(name: str, saver: Any, turns: int) -> dict[str, Any]:
             added += turn * len(orjson.dumps(_value(turn)))
             stored = await backend.stored_bytes(thread_id, None, None)
             sizes[turn] = {"stored": stored, "added": added}
+        if turn % RESTART_EVERY == 3:
+            restarts[turn] = await _restart_read(agent, saver, config)
     windows = {f"{a}-{b}": statistics.median(times[a - 1 : b]) * 1000 for a, b in _windows(turns)}
-    return {"sizes": sizes, "turn_ms": windows}
+    return {"sizes": sizes, "turn_ms": windows, "restart_ms": restarts}
 
 
 async def measure(
@@ -204,6 +228,37 @@ def table(found: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+COMPARED = {"library": "plain", "middleware": "plain create_agent"}
+"""Each library path and the plain agent it is measured against."""
+
+
+def restart_table(found: dict[str, Any]) -> str:
+    """The first run start after a restart: each library path's head read against its plain
+    agent's at the same turn, the worst ratio over the thread (the far end of a snapshot
+    cycle) and at the last turn both reached."""
+    lines = [
+        "| backend | agent ÷ plain | worst (turn: ms ÷ ms) | last turn both reached |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    for backend, agents in found.items():
+        for name, plain in COMPARED.items():
+            if name not in agents or plain not in agents:
+                continue
+            ours = {int(t): ms for t, ms in agents[name].get("restart_ms", {}).items()}
+            theirs = {int(t): ms for t, ms in agents[plain].get("restart_ms", {}).items()}
+            shared = sorted(set(ours) & set(theirs))
+            if not shared:
+                continue
+            worst = max(shared, key=lambda t: ours[t] / theirs[t])
+            last = shared[-1]
+
+            def cell(t: int) -> str:
+                return f"{ours[t] / theirs[t]:.2f}× ({t}: {ours[t]:.1f} ÷ {theirs[t]:.1f})"
+
+            lines.append(f"| {backend} | {name} ÷ {plain} | {cell(worst)} | {cell(last)} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.thread")
     parser.add_argument("--turns", type=int, default=None, help="default 1000")
@@ -228,6 +283,8 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "thread.json").write_text(json.dumps(found, indent=1))
     print(table(found))
+    print("\nThe first run start after a restart (ms to load the head's state):\n")
+    print(restart_table(found))
     if plot_thread(found, RESULTS / "thread.png"):
         print(f"plot: {RESULTS / 'thread.png'}")
 
