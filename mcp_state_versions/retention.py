@@ -281,10 +281,13 @@ async def delta_histories(
     config: Any,
     channels: Sequence[str],
 ) -> Mapping[str, Any]:
-    """A database saver's ``aget_delta_channel_history``: ``tool_state``'s read by ``backend``
-    (its ``delta_history``, remembered as the run start's it is), ``messages``' from what this
-    process remembers (:func:`remembered_messages`), any other channel's by the saver's own
-    read (``stock``), which also answers a config naming no checkpoint."""
+    """A database saver's ``aget_delta_channel_history``: ``tool_state``'s and ``messages``'
+    read by ``backend`` (its ``delta_history``: extended from what this process remembers, or
+    else one statement, and remembered as the run start's it is), any other channel's by the
+    saver's own read (``stock``), which also answers a config naming no checkpoint. The
+    saver's own read of ``messages`` walked the chain a checkpoint at a time, decoding each:
+    after a restart, the first run start of a long thread read several times what a plain
+    agent's read of its head does."""
     thread_id, namespace, checkpoint_id = _where(config)
     if not checkpoint_id or not (TOOL_STATE in channels or MESSAGES in channels):
         return await stock(config=config, channels=channels)
@@ -295,7 +298,9 @@ async def delta_histories(
             thread_id, namespace, checkpoint_id, remember=True
         )
     if MESSAGES in channels:
-        found[MESSAGES] = await remembered_messages(backend.saver, stock, config)
+        found[MESSAGES] = await backend.delta_history(
+            thread_id, namespace, checkpoint_id, remember=True, channel=MESSAGES
+        )
     return found
 
 

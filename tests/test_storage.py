@@ -203,14 +203,16 @@ async def _copied(source: Any, target: Any, suffix: str = "") -> None:
             await target.aput_writes(saved, writes, task_id)
 
 
+@pytest.mark.parametrize("channel", ["tool_state", "messages"])
 @pytest.mark.parametrize("kind", BACKENDS)
 async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_cheaply(
-    kind: str, tmp_path: Any, thread_id: str, monkeypatch: pytest.MonkeyPatch
+    kind: str, channel: str, tmp_path: Any, thread_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What PruningInMemorySaver, PruningSqliteSaver and open_postgres_saver's saver (and the
-    walk, on any such saver) read for tool_state's delta history is what the stock saver
-    reads, checkpoint by checkpoint: on a forked thread with snapshots, on threads of the
-    previous release, and after a prune sealed a checkpoint."""
+    walk, on any such saver) read for tool_state's delta history, and for messages', is what
+    the stock saver reads, checkpoint by checkpoint: on a forked thread with snapshots, on
+    threads of the previous release (messages stored whole, then as writes), and after a
+    prune sealed a checkpoint. A run start's read of either is one statement."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     path = tmp_path / "previous.sqlite"
@@ -228,16 +230,16 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
         async def stock(config: Any) -> Any:
             if kind == "memory":  # its async read calls the sync one, which is overridden
                 return InMemorySaver.get_delta_channel_history(
-                    saver, config=config, channels=["tool_state"]
+                    saver, config=config, channels=[channel]
                 )
             if kind == "postgres":
                 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
                 return await AsyncPostgresSaver.aget_delta_channel_history(
-                    saver, config=config, channels=["tool_state"]
+                    saver, config=config, channels=[channel]
                 )
             return await AsyncSqliteSaver.aget_delta_channel_history(
-                saver, config=config, channels=["tool_state"]
+                saver, config=config, channels=[channel]
             )
 
         agent = agent_on(saver, ring_size=1, snapshot_frequency=3)
@@ -247,6 +249,7 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
         await run_turn(agent, f"plain{suffix}", "find Aarhus")
         await prune_thread(saver, f"small-ring{suffix}", keep_turns=2)
         compared = 0
+        forget_histories(saver)  # read from storage, as after a restart
         for thread in (
             thread_id,
             *(f"{name}{suffix}" for name in ("plain", "forked", "small-ring")),
@@ -254,9 +257,9 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
             for state in await _checkpoints(agent, thread):
                 config = state.config
                 ours = (
-                    await saver.aget_delta_channel_history(config=config, channels=["tool_state"])
-                )["tool_state"]
-                theirs = (await stock(config))["tool_state"]
+                    await saver.aget_delta_channel_history(config=config, channels=[channel])
+                )[channel]
+                theirs = (await stock(config))[channel]
                 assert [w[:2] for w in ours["writes"]] == [w[:2] for w in theirs["writes"]]
                 assert [w[2] for w in ours["writes"]] == [w[2] for w in theirs["writes"]]
                 assert ("seed" in ours) == ("seed" in theirs)
@@ -268,7 +271,7 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
         assert compared > 60
         # the thread's newest checkpoint when none is named, as LangGraph's own read
         newest = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-        ours = await saver.aget_delta_channel_history(config=newest, channels=["tool_state"])
+        ours = await saver.aget_delta_channel_history(config=newest, channels=[channel])
         assert ours == await stock(newest)
         if kind != "memory":  # one query at a run start: the stock read takes two or more
             from mcp_state_versions.backends.postgres import PostgresBackend
@@ -283,7 +286,8 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
                 return await rows(self, sql, params)
 
             monkeypatch.setattr(backend, "_rows", counted)
-            await saver.aget_delta_channel_history(config=replayed, channels=["tool_state"])
+            forget_histories(saver)
+            await saver.aget_delta_channel_history(config=replayed, channels=[channel])
             assert len(sent) == 1, sent
 
 

@@ -264,12 +264,16 @@ class PostgresBackend(SqlBackend):
     async def _delta_history(
         self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
     ) -> Any:
-        if channel != TOOL_STATE:  # the saver's own read (the library's remembers messages')
-            return await super()._delta_history(thread_id, namespace, checkpoint_id, channel)
-        return await self.delta_history(thread_id, namespace, checkpoint_id)
+        return await self.delta_history(thread_id, namespace, checkpoint_id, channel=channel)
 
     async def _chained(
-        self, thread_id: str, namespace: str, checkpoint_id: str | None, *, remember: bool
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str | None,
+        *,
+        remember: bool,
+        channel: str = TOOL_STATE,
     ) -> tuple[dict[str, Any], Link | None]:
         """See :meth:`SqlBackend._chained`: one statement (:func:`_delta_history_sql`) that
         stops where the SQLite backend's does. The saver's own read takes two round trips, and
@@ -280,7 +284,7 @@ class PostgresBackend(SqlBackend):
         async def read(start: str | None, stop: str) -> ChainRead:
             params = {"thread": thread_id, "ns": namespace, "id": start, "known": stop}
             sql = _delta_history_sql(start is None)
-            found = await self._rows(sql, {**params, "ch": TOOL_STATE})
+            found = await self._rows(sql, {**params, "ch": channel})
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
             stored = [r for r in found if r[0] == "s" and r[5] != "empty"]
             return ChainRead(
@@ -291,7 +295,13 @@ class PostgresBackend(SqlBackend):
             )
 
         return await chained_history(
-            self.saver, thread_id, namespace, checkpoint_id, read, remember=remember
+            self.saver,
+            thread_id,
+            namespace,
+            checkpoint_id,
+            read,
+            remember=remember,
+            channel=channel,
         )
 
     async def writes_of(

@@ -43,21 +43,36 @@ class SqlBackend(Backend):
         raise NotImplementedError
 
     async def _chained(
-        self, thread_id: str, namespace: str, checkpoint_id: str | None, *, remember: bool
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str | None,
+        *,
+        remember: bool,
+        channel: str = TOOL_STATE,
     ) -> tuple[dict[str, Any], Link | None]:
-        """:func:`chained_history` at ``checkpoint_id`` (``None``: the head), with the
-        backend's one-statement read."""
+        """:func:`chained_history` of ``channel`` at ``checkpoint_id`` (``None``: the head),
+        with the backend's one-statement read."""
         raise NotImplementedError
 
     async def delta_history(
-        self, thread_id: str, namespace: str, checkpoint_id: str, *, remember: bool = False
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str,
+        *,
+        remember: bool = False,
+        channel: str = TOOL_STATE,
     ) -> dict[str, Any]:
-        """``tool_state``'s delta history at a checkpoint, in LangGraph's form (a
-        ``DeltaChannelHistory``: the seed, and the writes after it, oldest first), read in one
-        statement that stops at the nearest checkpoint that can hold the value whole, or at the
-        checkpoint whose history a run start read last (:func:`known_history`), whose writes it
-        then need not read again. ``remember``: keep this one as that (a run start)."""
-        history, _ = await self._chained(thread_id, namespace, checkpoint_id, remember=remember)
+        """``channel``'s delta history at a checkpoint (``tool_state``'s, or ``messages``'), in
+        LangGraph's form (a ``DeltaChannelHistory``: the seed, and the writes after it, oldest
+        first), read in one statement that stops at the nearest checkpoint that can hold the
+        value whole, or at the checkpoint whose history a run start read last
+        (:func:`known_history`), whose writes it then need not read again. ``remember``: keep
+        this one as that (a run start)."""
+        history, _ = await self._chained(
+            thread_id, namespace, checkpoint_id, remember=remember, channel=channel
+        )
         return history
 
     async def run_start(self, thread_id: str, namespace: str) -> Link | None:
@@ -102,11 +117,14 @@ class SqlBackend(Backend):
 
 
 def pending_writes(
-    rows: Sequence[Sequence[Any]], chain: Sequence[str], loads: Callable[[Any], Any]
+    rows: Sequence[Sequence[Any]],
+    chain: Sequence[str],
+    loads: Callable[[Any], Any],
+    channel: str = TOOL_STATE,
 ) -> list[tuple[str, str, Any]]:
     """Stored write rows of ``chain`` (see :func:`in_applied_order`) as LangGraph's
-    ``PendingWrite`` tuples, in the order a replay applies them."""
-    return [(r[2], TOOL_STATE, loads((r[4], r[5]))) for r in in_applied_order(rows, chain)]
+    ``PendingWrite`` tuples of ``channel``, in the order a replay applies them."""
+    return [(r[2], channel, loads((r[4], r[5]))) for r in in_applied_order(rows, chain)]
 
 
 def writes_by_checkpoint(
@@ -132,24 +150,34 @@ def assembled(
     seed: Any,
     remember: bool,
     counted: bool | None = None,
+    channel: str = TOOL_STATE,
 ) -> dict[str, Any]:
-    """A delta history from what a backend's read found: the write ``rows`` at ``chain`` (the
-    links above the checkpoint, newest first) on ``seed``; or, where the chain ended at the
-    remembered checkpoint ``known`` (one that holds no seed itself), the remembered writes,
-    then these, on its seed. ``remember``: keep it as the thread's (see
+    """``channel``'s delta history from what a backend's read found: the write ``rows`` at
+    ``chain`` (the links above the checkpoint, newest first) on ``seed``; or, where the chain
+    ended at the remembered checkpoint ``known`` (one that holds no seed itself), the
+    remembered writes, then these, on its seed. ``remember``: keep it as the thread's (see
     :func:`known_history`), with ``counted``, whether the checkpoint holds a delta counter."""
     loads = saver.serde.loads_typed
     size = sum(len(row[5] or b"") for row in rows)
     if known is not None:  # the chain ended at it
         history = known.copied()
-        history["writes"] += pending_writes(rows, chain, loads)
+        history["writes"] += pending_writes(rows, chain, loads, channel)
         size += known.stored_bytes
     else:
-        history = {"writes": pending_writes(rows, chain, loads)}
+        history = {"writes": pending_writes(rows, chain, loads, channel)}
         if seed is not NOTHING_STORED:
             history["seed"] = seed
     if remember:
-        remember_history(saver, thread_id, namespace, checkpoint_id, history, size, counted=counted)
+        remember_history(
+            saver,
+            thread_id,
+            namespace,
+            checkpoint_id,
+            history,
+            size,
+            counted=counted,
+            channel=channel,
+        )
     return history
 
 
@@ -185,8 +213,9 @@ async def chained_history(
     read: Callable[[str | None, str], Coroutine[Any, Any, ChainRead]],
     *,
     remember: bool,
+    channel: str = TOOL_STATE,
 ) -> tuple[dict[str, Any], Link | None]:
-    """``tool_state``'s delta history at a checkpoint (``None``: the head), and the link of
+    """``channel``'s delta history at a checkpoint (``None``: the head), and the link of
     that checkpoint where the read returned it, from a backend's one-statement ``read``
     (``read(start, stop)``: the chain from ``start``, the head when ``None``, up to ``stop``,
     the checkpoint whose history a run start read last, or ``""``), read again from where a
@@ -198,8 +227,8 @@ async def chained_history(
     start (``remember``) first extends the remembered history by what the saver stored since
     (:func:`~mcp_state_versions.backends.known.caught_up`): continuing the thread this process
     wrote, it then reads no writes, only the head's link where it starts from the head."""
-    known = caught_up(saver, thread_id, namespace, checkpoint_id) if remember else None
-    known = known or known_history(saver, thread_id, namespace)
+    known = caught_up(saver, thread_id, namespace, checkpoint_id, channel) if remember else None
+    known = known or known_history(saver, thread_id, namespace, channel)
     if known is not None and known.checkpoint_id == checkpoint_id:
         return known.copied(), None
     chain: list[str] = []
@@ -250,6 +279,7 @@ async def chained_history(
         seed=seed,
         remember=remember,
         counted=own_counter,
+        channel=channel,
     )
     return history, first
 

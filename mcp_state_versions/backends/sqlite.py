@@ -73,8 +73,8 @@ def _link_sql() -> str:
     )
 
 
-def _counter(table: str = "") -> str:
-    return _meta(f"counters_since_delta_snapshot.{TOOL_STATE}", table)
+def _counter(table: str = "", channel: str = TOOL_STATE) -> str:
+    return _meta(f"counters_since_delta_snapshot.{channel}", table)
 
 
 _COUNTER = _counter()
@@ -116,7 +116,7 @@ the drop of the one it replaces, all in one transaction."""
 
 
 @cache
-def _delta_history_sql(task_path: str, from_head: bool) -> str:
+def _delta_history_sql(task_path: str, from_head: bool, channel: str = TOOL_STATE) -> str:
     """The statement of a delta-history read (:meth:`SqliteBackend.delta_history`): the parent
     chain from a checkpoint (itself first; the thread's newest where ``from_head``), by
     primary-key steps on the covering index, up to and including the first ancestor without
@@ -126,7 +126,9 @@ def _delta_history_sql(task_path: str, from_head: bool) -> str:
     index, type, value); the row of the link it stopped at (``'s'``: its type and data); and
     the checkpoint's own link (``'h'``: id, parent, turn stamp, depth, source, all from the
     index). One call to the database thread, not four. SQLite yields recursive rows as it
-    makes them. ``task_path``: the column, or ``''`` where the table has none.
+    makes them. ``task_path``: the column, or ``''`` where the table has none. ``channel``:
+    ``tool_state``, whose counters the covering index holds, or ``messages``, whose counters
+    each step reads from the row itself (a checkpoint row holds no messages but a snapshot's).
 
     Parameters: thread and namespace, the checkpoint's id (left out ``from_head``: thread and
     namespace again), thread, namespace, the known checkpoint's id, thread, namespace, the
@@ -137,11 +139,11 @@ def _delta_history_sql(task_path: str, from_head: bool) -> str:
     start = f"{start}ORDER BY checkpoint_id DESC LIMIT 1)" if from_head else "?"
     return (
         "WITH RECURSIVE chain(id, parent, counter, depth, stamp, source) AS ("
-        f"SELECT checkpoint_id, parent_checkpoint_id, {_COUNTER}, 0, "
+        f"SELECT checkpoint_id, parent_checkpoint_id, {_counter('', channel)}, 0, "
         f"{_meta(TURN_METADATA_KEY)}, "
         f"{_meta('source')} FROM checkpoints INDEXED BY {INDEX_NAME} "
         f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = {start} "
-        f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_counter('c.')}, "
+        f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_counter('c.', channel)}, "
         f"chain.depth + 1, NULL, NULL FROM chain CROSS JOIN checkpoints c INDEXED BY {INDEX_NAME} "
         "ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = chain.parent "
         "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> ? "
@@ -395,7 +397,13 @@ class SqliteBackend(SqlBackend):
         return await self.delta_history(thread_id, namespace, checkpoint_id)
 
     async def delta_history(
-        self, thread_id: str, namespace: str, checkpoint_id: str, *, remember: bool = False
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str,
+        *,
+        remember: bool = False,
+        channel: str = TOOL_STATE,
     ) -> dict[str, Any]:
         """``tool_state``'s delta history at a checkpoint, in LangGraph's form (a
         ``DeltaChannelHistory``: the seed, and the writes after it, oldest first); up to the
@@ -409,8 +417,10 @@ class SqliteBackend(SqlBackend):
         chain, its writes and that checkpoint are one statement (:func:`_delta_history_sql`).
         """
         if not await self._indexed():
-            return dict(await super()._delta_history(thread_id, namespace, checkpoint_id))
-        return await super().delta_history(thread_id, namespace, checkpoint_id, remember=remember)
+            return dict(await super()._delta_history(thread_id, namespace, checkpoint_id, channel))
+        return await super().delta_history(
+            thread_id, namespace, checkpoint_id, remember=remember, channel=channel
+        )
 
     async def run_start(self, thread_id: str, namespace: str) -> Link | None:
         if not await self._indexed():  # (a file no writer indexed: not the library's saver's)
@@ -418,24 +428,28 @@ class SqliteBackend(SqlBackend):
         return await super().run_start(thread_id, namespace)
 
     async def _chained(
-        self, thread_id: str, namespace: str, checkpoint_id: str | None, *, remember: bool
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_id: str | None,
+        *,
+        remember: bool,
+        channel: str = TOOL_STATE,
     ) -> tuple[dict[str, Any], Link | None]:
         path = "w.task_path" if getattr(self.saver, "_has_task_path", True) else "''"
 
         async def read(start: str | None, stop: str) -> ChainRead:
             where = (thread_id, namespace)
-            sql = _delta_history_sql(path, start is None)
+            sql = _delta_history_sql(path, start is None, channel)
             begin = where if start is None else (start,)
-            found = await self._rows(
-                sql, (*where, *begin, *where, stop, *where, TOOL_STATE, *where)
-            )
+            found = await self._rows(sql, (*where, *begin, *where, stop, *where, channel, *where))
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
             if not links:
                 await self._check_index(thread_id, namespace, start)
             row = next((r for r in found if r[0] == "s"), None)
 
             def seed() -> Any:
-                stored = None if row is None else self._stored_in(row[5], row[6])
+                stored = None if row is None else self._stored_in(row[5], row[6], channel=channel)
                 return NOTHING_STORED if stored is None else stored  # None: never written
 
             return ChainRead(
@@ -446,7 +460,13 @@ class SqliteBackend(SqlBackend):
             )
 
         return await chained_history(
-            self.saver, thread_id, namespace, checkpoint_id, read, remember=remember
+            self.saver,
+            thread_id,
+            namespace,
+            checkpoint_id,
+            read,
+            remember=remember,
+            channel=channel,
         )
 
     async def writes_of(
