@@ -414,15 +414,17 @@ def plot_thread(found: dict[str, Any], path: Path, target_ratio: float = 3.0) ->
         return False
     fig, axes = plt.subplots(1, 2, figsize=(15, 5.5))
     styles = {"sqlite": "-", "postgres": "--"}
+    names = list(dict.fromkeys(name for agents in found.values() for name in agents))
+    colors = {name: f"C{index}" for index, name in enumerate(names)}  # one colour an agent
     for backend, agents in found.items():
         for name, figures in agents.items():
             sizes = sorted((int(n), s["stored"] / s["added"]) for n, s in figures["sizes"].items())
             label = f"{name} ({backend})"
-            style = styles.get(backend, ":")
-            axes[0].plot(*zip(*sizes, strict=True), style, marker="o", label=label)
+            style = {"linestyle": styles.get(backend, ":"), "color": colors[name], "marker": "o"}
+            axes[0].plot(*zip(*sizes, strict=True), label=label, **style)
             windows = [(int(w.split("-")[1]), ms) for w, ms in figures["turn_ms"].items()]
             if windows:
-                axes[1].plot(*zip(*windows, strict=True), style, marker="o", label=label)
+                axes[1].plot(*zip(*windows, strict=True), label=label, **style)
             if name == "library" and windows:
                 axes[1].axhline(1.3 * windows[0][1], color="grey", linestyle=":", linewidth=1)
     axes[0].axhline(target_ratio, color="red", linestyle=":", label=f"target ≤ {target_ratio:g}×")

@@ -212,19 +212,34 @@ async def measure(
 
 
 def table(found: dict[str, Any]) -> str:
+    """One row an agent on a backend: stored ÷ added at each length measured, what it stores
+    at the longest, and a turn's time in each window."""
+    lengths = sorted(
+        {int(n) for agents in found.values() for f in agents.values() for n in f["sizes"]}
+    )
+    windows = list(
+        dict.fromkeys(w for a in found.values() for f in a.values() for w in f["turn_ms"])
+    )
     lines = [
-        "| backend | agent | turns | stored ÷ added | stored | turn (ms) by window |",
-        "| --- | --- | ---: | ---: | ---: | --- |",
+        "| backend | agent | stored ÷ added at "
+        + " / ".join(f"{n:,}" for n in lengths)
+        + " turns | stored at the longest | turn (ms) at "
+        + " / ".join(w.replace("-", "–") for w in windows)
+        + " |",
+        "| --- | --- | ---: | ---: | ---: |",
     ]
     for backend, agents in found.items():
         for name, figures in agents.items():
-            for turns, size in sorted(figures["sizes"].items(), key=lambda i: int(i[0])):
-                ratio = size["stored"] / size["added"]
-                windows = ", ".join(f"{w}: {ms:.1f}" for w, ms in figures["turn_ms"].items())
-                lines.append(
-                    f"| {backend} | {name} | {turns} | {ratio:.2f}× | "
-                    f"{size['stored'] / 1e6:.2f} MB | {windows} |"
-                )
+            sizes = {int(n): size for n, size in figures["sizes"].items()}
+            ratios = " / ".join(
+                f"{sizes[n]['stored'] / sizes[n]['added']:,.1f}×" if n in sizes else "—"
+                for n in lengths
+            )
+            longest = sizes[max(sizes)]["stored"] / 1e6
+            ms = " / ".join(
+                f"{figures['turn_ms'][w]:.1f}" if w in figures["turn_ms"] else "—" for w in windows
+            )
+            lines.append(f"| {backend} | {name} | {ratios} | {longest:,.1f} MB | {ms} |")
     return "\n".join(lines)
 
 
