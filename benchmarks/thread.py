@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import time
 from collections.abc import Sequence
@@ -294,7 +295,10 @@ def main() -> None:
     unknown = [name for name in agents if name not in AGENTS]
     if unknown:
         parser.error(f"unknown agents {unknown}; known: {', '.join(AGENTS)}")
-    found = asyncio.run(measure(args.backends.split(","), args.turns, workdir, agents))
+    try:
+        found = asyncio.run(measure(args.backends.split(","), args.turns, workdir, agents))
+    finally:  # the whole-list agents' files run to gigabytes
+        shutil.rmtree(workdir, ignore_errors=True)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "thread.json").write_text(json.dumps(found, indent=1))
     print(table(found))
