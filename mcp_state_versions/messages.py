@@ -21,12 +21,13 @@ needs, and a property test checks it against ``add_messages`` itself:
   channel's update raises as ``add_messages`` does; a replay skips it, since a stored write
   was merged, or refused, live already.
 
-Snapshots follow the list's size (:class:`MessagesChannel`): an append-only list takes one each
-time it has grown to :data:`GROWTH` times its size at the last, so snapshots together store at
-most about half again what was written, and a run start replays at most twice the last
-snapshot's messages. A running process replays nothing it replayed before
-(:data:`~mcp_state_versions.storage.REPLAYS`), and the library's savers remember the history
-they read (:mod:`mcp_state_versions.backends.known`), so a turn's cost stays flat.
+Snapshots follow the list's size (:class:`~mcp_state_versions.channels.MessagesChannel`): an
+append-only list takes one each time it has grown to :data:`GROWTH` times its size at the
+last, so snapshots together store at most about half again what was written, and a run start
+replays at most twice the last snapshot's messages. A running process replays nothing it
+replayed before (:data:`~mcp_state_versions.storage.REPLAYS`), and the library's savers
+remember the history they read (:mod:`mcp_state_versions.backends.known`), so what a turn
+stores and reads does not grow with the thread.
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ make_merge_tool_state` is built to be, and its property tests check it.
 
 This module is the one place that knows that shape:
 
-* :func:`tool_state_channel` declares the channel (the default for every graph schema the
-  library builds);
+* :func:`~mcp_state_versions.channels.tool_state_channel` declares the channel (the default
+  for every graph schema the library builds), in :mod:`mcp_state_versions.channels`, which
+  only a graph imports;
 * :func:`stored_value` reads what a checkpoint holds for it: a snapshot, a whole value written
   by the previous release (whole-value blobs; such threads read right and go on being written,
   their lineage mixed: whole values first, writes after), or nothing (rebuild from writes);
