@@ -73,6 +73,7 @@ from .known import (
 )
 from .sql import (
     ChainRead,
+    ChainReader,
     SqlBackend,
     assembled,
     chained_history,
@@ -93,6 +94,7 @@ __all__ = [
     "UNREAD",
     "Backend",
     "ChainRead",
+    "ChainReader",
     "Known",
     "Link",
     "LinkRow",

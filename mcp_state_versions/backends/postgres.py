@@ -23,11 +23,10 @@ from . import (
     MAX_CHAIN,
     TOOL_STATE,
     ChainRead,
-    Link,
+    ChainReader,
     LinkRow,
     NeedsAsync,
     SqlBackend,
-    chained_history,
     forget_histories,
     start_link,
     writes_by_checkpoint,
@@ -266,16 +265,8 @@ class PostgresBackend(SqlBackend):
     ) -> Any:
         return await self.delta_history(thread_id, namespace, checkpoint_id, channel=channel)
 
-    async def _chained(
-        self,
-        thread_id: str,
-        namespace: str,
-        checkpoint_id: str | None,
-        *,
-        remember: bool,
-        channel: str = TOOL_STATE,
-    ) -> tuple[dict[str, Any], Link | None]:
-        """See :meth:`SqlBackend._chained`: one statement (:func:`_delta_history_sql`) that
+    def _chain_read(self, thread_id: str, namespace: str, channel: str) -> ChainReader:
+        """See :meth:`SqlBackend._chain_read`: one statement (:func:`_delta_history_sql`) that
         stops where the SQLite backend's does. The saver's own read takes two round trips, and
         its lookup of writes by a list of checkpoints is a prepared statement, which PostgreSQL
         soon plans for any list: it then scans the thread's writes (see :func:`_run`)."""
@@ -294,15 +285,7 @@ class PostgresBackend(SqlBackend):
                 start_link(found),
             )
 
-        return await chained_history(
-            self.saver,
-            thread_id,
-            namespace,
-            checkpoint_id,
-            read,
-            remember=remember,
-            channel=channel,
-        )
+        return read
 
     async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]

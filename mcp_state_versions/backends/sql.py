@@ -42,6 +42,11 @@ class SqlBackend(Backend):
     async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
         raise NotImplementedError
 
+    def _chain_read(self, thread_id: str, namespace: str, channel: str) -> ChainReader:
+        """The backend's one-statement read of ``channel``'s chain in a namespace (see
+        :func:`chained_history`): its SQL, its driver."""
+        raise NotImplementedError
+
     async def _chained(
         self,
         thread_id: str,
@@ -52,8 +57,17 @@ class SqlBackend(Backend):
         channel: str = TOOL_STATE,
     ) -> tuple[dict[str, Any], Link | None]:
         """:func:`chained_history` of ``channel`` at ``checkpoint_id`` (``None``: the head),
-        with the backend's one-statement read."""
-        raise NotImplementedError
+        with the backend's one-statement read (:meth:`_chain_read`)."""
+        read = self._chain_read(thread_id, namespace, channel)
+        return await chained_history(
+            self.saver,
+            thread_id,
+            namespace,
+            checkpoint_id,
+            read,
+            remember=remember,
+            channel=channel,
+        )
 
     async def delta_history(
         self,
@@ -198,6 +212,11 @@ class ChainRead(NamedTuple):
     start: Link | None = None
 
 
+ChainReader = Callable[[str | None, str], Coroutine[Any, Any, ChainRead]]
+"""``read(start, stop)``: a backend's one statement reading a chain from ``start`` (the head
+when ``None``) up to ``stop`` (see :func:`chained_history`)."""
+
+
 def start_link(rows: Sequence[Sequence[Any]]) -> Link | None:
     """The link of the checkpoint a backend's delta-history statement started at, from its row
     ``('h', id, parent, turn stamp, depth, source, …)``, which both SQL backends' statements
@@ -210,7 +229,7 @@ async def chained_history(
     thread_id: str,
     namespace: str,
     checkpoint_id: str | None,
-    read: Callable[[str | None, str], Coroutine[Any, Any, ChainRead]],
+    read: ChainReader,
     *,
     remember: bool,
     channel: str = TOOL_STATE,

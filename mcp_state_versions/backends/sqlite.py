@@ -33,11 +33,11 @@ from . import (
     TOOL_STATE,
     UNREAD,
     ChainRead,
+    ChainReader,
     Link,
     LinkRow,
     NeedsAsync,
     SqlBackend,
-    chained_history,
     forget_histories,
     start_link,
     writes_by_checkpoint,
@@ -427,15 +427,7 @@ class SqliteBackend(SqlBackend):
             return await self.link(thread_id, namespace)
         return await super().run_start(thread_id, namespace)
 
-    async def _chained(
-        self,
-        thread_id: str,
-        namespace: str,
-        checkpoint_id: str | None,
-        *,
-        remember: bool,
-        channel: str = TOOL_STATE,
-    ) -> tuple[dict[str, Any], Link | None]:
+    def _chain_read(self, thread_id: str, namespace: str, channel: str) -> ChainReader:
         path = "w.task_path" if getattr(self.saver, "_has_task_path", True) else "''"
 
         async def read(start: str | None, stop: str) -> ChainRead:
@@ -459,15 +451,7 @@ class SqliteBackend(SqlBackend):
                 start_link(found),
             )
 
-        return await chained_history(
-            self.saver,
-            thread_id,
-            namespace,
-            checkpoint_id,
-            read,
-            remember=remember,
-            channel=channel,
-        )
+        return read
 
     async def writes_of(
         self, thread_id: str, namespace: str, checkpoint_ids: Sequence[str]
