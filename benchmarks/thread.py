@@ -193,6 +193,8 @@ async def _thread(name: str, saver: Any, turns: int) -> dict[str, Any]:
             sizes[turn] = {"stored": stored, "added": added}
         if turn % RESTART_EVERY == 3:
             restarts[turn] = await _restart_read(agent, saver, config)
+        if turn % 1000 == 0 and turn < turns:
+            progress(f"{name}: {turn:,} of {turns:,} turns")
     windows = {f"{a}-{b}": statistics.median(times[a - 1 : b]) * 1000 for a, b in _windows(turns)}
     return {"sizes": sizes, "turn_ms": windows, "restart_ms": restarts}
 
