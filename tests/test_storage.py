@@ -256,9 +256,9 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
         ):
             for state in await _checkpoints(agent, thread):
                 config = state.config
-                ours = (
-                    await saver.aget_delta_channel_history(config=config, channels=[channel])
-                )[channel]
+                ours = (await saver.aget_delta_channel_history(config=config, channels=[channel]))[
+                    channel
+                ]
                 theirs = (await stock(config))[channel]
                 assert [w[:2] for w in ours["writes"]] == [w[:2] for w in theirs["writes"]]
                 assert [w[2] for w in ours["writes"]] == [w[2] for w in theirs["writes"]]
