@@ -11,7 +11,7 @@ reads) replays writes through the same reducers and never builds a channel.
 from __future__ import annotations
 
 import copy as _copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 import ormsgpack
@@ -26,7 +26,6 @@ from .messages import (
     GROWTH,
     MIN_SNAPSHOT_MESSAGES,
     MessagesOption,
-    _count,
     merge_messages,
     replay_messages,
 )
@@ -37,13 +36,28 @@ from .storage import (
     REPLAYS,
     SNAPSHOT_RATIO,
     Reducer,
-    _totals,
     batched,
     folded,
     overwrite_of,
 )
 
 __all__ = ["MessagesChannel", "ToolStateChannel", "messages_channel", "tool_state_channel"]
+
+
+def _totals(value: Any) -> tuple[int, int] | None:
+    """``(writes, written)``: the reducer's running totals in a ``tool_state``'s clock record."""
+    record = value.get(CLOCK_KEY) if isinstance(value, Mapping) else None
+    if not isinstance(record, Mapping):
+        return None
+    writes, written = record.get("writes"), record.get("written")
+    if type(writes) is int and type(written) is int:
+        return writes, written
+    return None
+
+
+def _count(write: Any) -> int:
+    """The messages one ``messages`` write holds."""
+    return len(write) if isinstance(write, list) else 1
 
 
 class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]

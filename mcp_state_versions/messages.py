@@ -207,10 +207,6 @@ def _merged(state: Sequence[Any] | None, writes: Sequence[Any], *, strict: bool)
 merge_messages.replayed = replay_messages  # type: ignore[attr-defined]
 
 
-def _count(write: Any) -> int:
-    return len(write) if isinstance(write, list) else 1
-
-
 def __getattr__(name: str) -> Any:
     """The channel's declaration lives in :mod:`mcp_state_versions.channels`, which imports
     LangGraph's channels (most of a process's start-up), so a reader of stored state never

@@ -164,17 +164,6 @@ def _folding(
     return fold
 
 
-def _totals(value: Any) -> tuple[int, int] | None:
-    """``(writes, written)``: the reducer's running totals in a ``tool_state``'s clock record."""
-    record = value.get(CLOCK_KEY) if isinstance(value, Mapping) else None
-    if not isinstance(record, Mapping):
-        return None
-    writes, written = record.get("writes"), record.get("written")
-    if type(writes) is int and type(written) is int:
-        return writes, written
-    return None
-
-
 REPLAY_MEMORY = 32
 """Chains of stored writes whose last replay this process remembers (:class:`_Replays`): a
 thread's ``tool_state`` and its ``messages`` are one chain each."""
