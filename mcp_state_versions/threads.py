@@ -54,7 +54,9 @@ async def _turn_count(saver: BaseCheckpointSaver, thread_id: str, head: str) -> 
     :data:`TURN_COUNTS`); raises :class:`~mcp_state_versions.history.DamagedState`.
 
     Listings that ask at once for a count not known yet share one read: under many clients a
-    new newest checkpoint (each turn makes one) was otherwise read by every one of them."""
+    new newest checkpoint (each turn makes one) was otherwise read by every one of them. A
+    listing cancelled while it reads (its request's deadline) leaves the others to read it
+    themselves, never cancelled in its place."""
     counts = _turn_counts(saver)
     key = (thread_id, head)
     with _TURN_COUNTS_LOCK:
@@ -65,10 +67,20 @@ async def _turn_count(saver: BaseCheckpointSaver, thread_id: str, head: str) -> 
     loop = asyncio.get_running_loop()
     shared = reads.get((loop, *key))
     if shared is not None:
-        return await asyncio.shield(shared)
+        try:
+            return await asyncio.shield(shared)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # this listing was cancelled
+            # the listing reading it was cancelled (its request's deadline): read it here
+            return await _turn_count(saver, thread_id, head)
     reads[(loop, *key)] = shared = loop.create_future()
     try:
         total = (await CheckpointHistory(saver, checkpoint_id=head).turns(thread_id)).total
+    except asyncio.CancelledError:
+        shared.cancel()
+        raise
     except BaseException as error:
         shared.set_exception(error)
         shared.exception()  # read here: a read no other listing waited for is not an error

@@ -213,3 +213,40 @@ async def test_remembered_turn_counts_are_those_a_fresh_read_gives(
         await prune_thread(saver, "a", keep_turns=1)
         await check()
         assert [t.turns for t in (await list_threads(saver)).threads] == [4, 2]
+
+
+async def test_a_listing_cancelled_while_reading_a_count_leaves_the_others_their_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listings asking at once share one read of a thread's count; when the listing doing the
+    read is cancelled (its request's deadline), the others read it themselves and answer,
+    where they were cancelled with it."""
+    import asyncio
+
+    from mcp_state_versions.backends import backend_for
+    from mcp_state_versions.checkpoint_walk import CheckpointHistory
+    from mcp_state_versions.threads import _turn_count
+
+    async with fresh_saver("sqlite", tmp_path) as (saver, _):
+        await _turns(saver, "shared-count", 2)
+        head = await backend_for(saver).head("shared-count", "")
+        assert head is not None
+        real = CheckpointHistory.turns
+        reading, release = asyncio.Event(), asyncio.Event()
+
+        async def held(self: Any, thread_id: str) -> Any:
+            if not release.is_set():
+                reading.set()
+                await release.wait()  # the first read waits here until it is cancelled
+            return await real(self, thread_id)
+
+        monkeypatch.setattr(CheckpointHistory, "turns", held)
+        first = asyncio.create_task(_turn_count(saver, "shared-count", head))
+        await reading.wait()
+        second = asyncio.create_task(_turn_count(saver, "shared-count", head))
+        await asyncio.sleep(0)  # the second now waits on the first one's read
+        release.set()
+        first.cancel()
+        assert await second == 2
+        with pytest.raises(asyncio.CancelledError):
+            await first
