@@ -25,7 +25,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from .backends import backend_for, storable, thread_cursor
+from .backends import backend_for, storable, thread_cursor, unreachable
 from .checkpoint_walk import CheckpointHistory, reading
 from .history import DamagedState
 from .sweep import checkpoint_time
@@ -140,7 +140,9 @@ async def list_threads(
     damages: dict[str, str] = {}
     try:
         sizes = await backend.threads_stored_bytes([thread_id for thread_id, _ in listed])
-    except Exception:  # a damaged page under some thread's rows: read each on its own
+    except Exception as error:  # a damaged page under some thread's rows: read each on its own
+        if unreachable(error):
+            raise  # a store that does not answer is not asked again thread by thread
         sizes = {}
         for thread_id, _ in listed:
             try:
