@@ -222,6 +222,14 @@ def table(figures: dict[str, Any]) -> str:
             f"| ring read (turn=18) | {_ms(tool['ring read'])} | {_ms(tool['floor'])} | {_ratio_cell(tool['ring read ÷ floor'])} |",
             f'| key="*", 40 keys | {_ms(tool["listing"])} | {_ms(tool["plain listing"])} (no markers) | {_ratio_cell(tool["listing ÷ plain"])} |',
         ]
+        if "call, ToolRuntime" in tool:
+            lines += [
+                "",
+                "A tool's `runtime` argument, one call in a 1,000-turn thread (median ms): "
+                f"`ToolRuntime` {_ms(tool['call, ToolRuntime'])}, `LeanToolRuntime` "
+                f"{_ms(tool['call, LeanToolRuntime'])} "
+                f"({_ratio_cell(tool['ToolRuntime ÷ LeanToolRuntime'])}).",
+            ]
     reducer = figures.get("reducer")
     if reducer:
         lines += [

@@ -17,6 +17,11 @@ its own thread of the same checkpointer (the library's saver for the backend):
 * **plain create_agent**: ``create_agent`` with ``AgentState`` (``add_messages``) and a
   last-write-wins dict for the tool's value, the same tool as the plain agent's.
 
+Each tool takes what it needs at the least cost LangChain offers: the library's, which read
+state, ``runtime: LeanToolRuntime`` (LangChain dumps a ``ToolRuntime`` argument, the whole
+message list with it, on every call); the plain ones, which need only their call's id,
+``InjectedToolCallId``. Neither pays for the thread's length in its arguments.
+
 *Added* is what the turns brought: every message's own serialized size once, plus the tool's
 value once a turn. *Stored* is what the saver holds for the thread (rows, writes, blobs). A
 turn's time is the median over a window of turns (10–20, 90–100, 990–1000, 9,990–10,000).
@@ -37,14 +42,14 @@ from uuid import uuid4
 
 import orjson
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import _messages_delta_reducer, add_messages
-from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
+from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 
-from mcp_state_versions import build_agent, publish, run_turn
+from mcp_state_versions import LeanToolRuntime, build_agent, publish, run_turn
 from mcp_state_versions.backends import backend_for, forget_histories
 from mcp_state_versions.scripted import ScriptedChatModel, call
 from mcp_state_versions.storage import REPLAYS
@@ -60,18 +65,18 @@ def _value(turn: int) -> str:
 
 
 @tool
-def lookup(turn: int, runtime: ToolRuntime) -> Any:
+def lookup(turn: int, runtime: LeanToolRuntime) -> Any:
     """Publish this turn's 300-byte value."""
     return publish(runtime, "bench", "lookup", {"value": _value(turn)})
 
 
 @tool
-def lookup_plain(turn: int, runtime: ToolRuntime) -> Any:
+def lookup_plain(turn: int, tool_call_id: Annotated[str, InjectedToolCallId]) -> Any:
     """Return this turn's 300-byte value into a plain dict channel."""
     return Command(
         update={
             "tool_state": {"bench/lookup/value": _value(turn)},
-            "messages": [ToolMessage("stored", tool_call_id=runtime.tool_call_id)],
+            "messages": [ToolMessage("stored", tool_call_id=tool_call_id)],
         }
     )
 

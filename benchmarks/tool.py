@@ -6,6 +6,10 @@ constant: whatever it costs is LangChain's and LangGraph's own price for a tool 
 validation, runtime injection, the message). Both run in the same one-node graph with the same
 state, so the ratio is what the library adds. The listing is measured the same way: ``key="*"``
 over 40 keys with rewrite markers, against the same listing of plain values (nothing to mark).
+
+Last, what a tool's ``runtime`` argument costs a call in a 1,000-turn thread (4,000 messages):
+``runtime: ToolRuntime``, which LangChain dumps with the whole state on every call
+(langchain-ai/langchain#34770), against ``runtime: LeanToolRuntime``, which it does not.
 """
 
 # No ``from __future__ import annotations``: the floor is a LangChain tool, and string
@@ -13,7 +17,7 @@ over 40 keys with rewrite markers, against the same listing of plain values (not
 
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -21,6 +25,7 @@ from langgraph.prebuilt import ToolNode, ToolRuntime
 
 from mcp_state_versions import (
     CLOCK_KEY,
+    LeanToolRuntime,
     SessionState,
     make_inspect_state,
     make_merge_tool_state,
@@ -43,6 +48,46 @@ async def floor(
     """The cheapest tool with inspect_state's arguments (async, as inspect_state is: a sync
     tool would pay for a thread under ainvoke)."""
     return "ok"
+
+
+@tool
+async def with_tool_runtime(place: str, runtime: ToolRuntime) -> str:
+    """A tool taking LangGraph's ``ToolRuntime``."""
+    return "ok"
+
+
+@tool
+async def with_lean_runtime(place: str, runtime: LeanToolRuntime) -> str:
+    """The same tool taking ``LeanToolRuntime``."""
+    return "ok"
+
+
+RUNTIME_TURNS = 1000
+"""The turns of the thread whose state a tool's runtime carries: four messages each (the
+user's, the model's tool call, the tool's answer, the model's reply)."""
+
+
+def _runtime_call(tool_: BaseTool) -> dict[str, Any]:
+    """A call of ``tool_`` as LangGraph's tool node makes it, the runtime injected."""
+    messages: list[AnyMessage] = []
+    for n in range(RUNTIME_TURNS):
+        messages += [
+            HumanMessage(f"look up place {n}", id=f"h{n}"),
+            AIMessage("", tool_calls=[call("get_aoi", f"c{n}", place=f"place {n}")], id=f"a{n}"),
+            ToolMessage(
+                f"[state updated: gazet/get_aoi/bbox] {n}", tool_call_id=f"c{n}", id=f"t{n}"
+            ),
+            AIMessage(f"Place {n} is at {n}.", id=f"r{n}"),
+        ]
+    runtime = ToolRuntime(
+        state={"messages": messages, "tool_state": {}},
+        context=None,
+        config={},
+        stream_writer=lambda _: None,
+        tool_call_id="c",
+        store=None,
+    )
+    return call(tool_.name, "c", place="Oslo", runtime=runtime)
 
 
 class PlainState(TypedDict):
@@ -111,4 +156,17 @@ async def measure(repeat: int) -> dict[str, Any]:
 
     out.update(await timed_side_by_side({"listing": listing, "plain listing": plain_listing}, runs))
     out["listing ÷ plain"] = ratio(out["listing"], out["plain listing"])
+    stock_call, lean_call = _runtime_call(with_tool_runtime), _runtime_call(with_lean_runtime)
+
+    async def stock_runtime() -> Any:
+        return await with_tool_runtime.ainvoke(stock_call)
+
+    async def lean_runtime() -> Any:
+        return await with_lean_runtime.ainvoke(lean_call)
+
+    calls = {"call, ToolRuntime": stock_runtime, "call, LeanToolRuntime": lean_runtime}
+    out.update(await timed_side_by_side(calls, repeat * 5))
+    out["ToolRuntime ÷ LeanToolRuntime"] = ratio(
+        out["call, ToolRuntime"], out["call, LeanToolRuntime"]
+    )
     return out

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from .publish import publish, state_key, tool_state_writes
     from .resolve import VersionRow, resolve_past, resolve_turn, resolve_versions
     from .retention import PruneResult, PruningInMemorySaver, PruningSqliteSaver, prune_thread
+    from .runtime import LeanToolRuntime
     from .scripted import ScriptedChatModel
     from .state import (
         PriorVersion,
@@ -77,6 +78,7 @@ _WHERE = {
     "Found": "history",
     "HistoryError": "history",
     "KeyNotSetYet": "history",
+    "LeanToolRuntime": "runtime",
     "NeverHappened": "history",
     "NoHistory": "history",
     "NotRetained": "history",
@@ -184,6 +186,7 @@ __all__ = [
     "Found",
     "HistoryError",
     "KeyNotSetYet",
+    "LeanToolRuntime",
     "NeverHappened",
     "NoHistory",
     "NotRetained",

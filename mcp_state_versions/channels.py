@@ -24,6 +24,7 @@ from .clock import CLOCK_KEY
 from .messages import (
     DEFAULT_MESSAGES_SNAPSHOT_CAP,
     GROWTH,
+    MESSAGE_INDEXES,
     MIN_SNAPSHOT_MESSAGES,
     MessagesOption,
     merge_messages,
@@ -287,7 +288,11 @@ class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
     def copy(self) -> MessagesChannel:
         new = self.__class__(self.reducer, self.typ, snapshot_frequency=self.most)
         new.key = self.key
-        new.value = self.value if self.value is MISSING else _copy.copy(self.value)
+        if self.value is MISSING:
+            new.value = self.value
+        else:
+            new.value = _copy.copy(self.value)
+            MESSAGE_INDEXES.copied(self.value, new.value)
         new.base_size, new.written = self.base_size, self.written
         return new
 

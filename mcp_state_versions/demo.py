@@ -28,7 +28,6 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 
 from .agent import build_agent, run_turn
@@ -37,6 +36,7 @@ from .clock import current_turn
 from .history import turn_span
 from .publish import publish
 from .retention import prune_thread
+from .runtime import LeanToolRuntime
 from .scripted import ScriptedChatModel, call
 
 __all__ = ["GAZETTEER", "chat_model", "get_aoi", "main", "run_demo"]
@@ -52,7 +52,7 @@ GAZETTEER: dict[str, dict[str, Any]] = {
 
 
 @tool
-def get_aoi(place: str, runtime: ToolRuntime) -> Command | str:
+def get_aoi(place: str, runtime: LeanToolRuntime) -> Command | str:
     """Find the area of interest (bounding box: west, south, east, north) for a place name."""
     found = GAZETTEER.get(place.strip().lower())
     if found is None:

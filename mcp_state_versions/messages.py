@@ -32,7 +32,9 @@ stores and reads does not grow with the thread.
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -48,6 +50,7 @@ from langchain_core.messages import (
 __all__ = [
     "GROWTH",
     "MESSAGES",
+    "MESSAGE_INDEXES",
     "MIN_SNAPSHOT_MESSAGES",
     "REMOVE_ALL_MESSAGES",
     "MessagesOption",
@@ -104,6 +107,69 @@ def _as_messages(write: Any) -> list[BaseMessage]:
     return [message_chunk_to_message(m) for m in convert_to_messages(items)]  # type: ignore[arg-type]
 
 
+class _IndexCache:
+    """Each id's position in a message list this module returned, for the next merge into it.
+
+    A cache of a pure function (the index of a list), so that a merge into a 4,000-message
+    list copies an index instead of building one from every message's id: the channel merges
+    each step's writes into the list it got from the step before, and a run start replays
+    into the list the process last replayed (:data:`~mcp_state_versions.storage.REPLAYS`).
+    Keyed by the list itself, which the cache holds, so its identity cannot pass to another
+    list while cached; checked on every use against the list's length and last message, so a
+    list changed in place since is indexed afresh; bounded to :attr:`LIMIT` lists, the least
+    recently used out first, and to :attr:`LIMIT_IDS` ids in all. Only lists whose ids are all
+    distinct (every list a merge returns but a remove-all's tail, which is indexed afresh) are
+    cached.
+    """
+
+    LIMIT = 32
+    """Lists: a turn makes about ten (a merge a step, and the copies LangGraph reads ahead
+    with), and a run start merges into the one the last run left."""
+    LIMIT_IDS = 250_000
+    """Ids of all the lists together (a few MB of index), so long threads keep fewer lists."""
+
+    def __init__(self) -> None:
+        self._lists: OrderedDict[int, tuple[list[Any], dict[str, int], int, Any]] = OrderedDict()
+        self._lock = threading.Lock()  # sync graph runs merge in worker threads
+
+    def get(self, items: Sequence[Any]) -> dict[str, int] | None:
+        """The index of ``items``, or ``None``; the caller copies it before changing it."""
+        with self._lock:
+            found = self._lists.get(id(items))
+            if found is None:
+                return None
+            held, index, length, last = found
+            if held is not items or len(items) != length or (length and items[-1] is not last):
+                del self._lists[id(items)]
+                return None
+            self._lists.move_to_end(id(items))
+            return index
+
+    def put(self, items: list[Any], index: dict[str, int]) -> None:
+        with self._lock:
+            self._lists[id(items)] = (items, index, len(items), items[-1] if items else None)
+            self._lists.move_to_end(id(items))
+            held = sum(found[2] for found in self._lists.values())
+            while len(self._lists) > 1 and (len(self._lists) > self.LIMIT or held > self.LIMIT_IDS):
+                held -= self._lists.popitem(last=False)[1][2]
+
+    def copied(self, source: Sequence[Any], copy: list[Any]) -> None:
+        """``copy`` (a shallow copy of ``source``, made by a channel's ``copy``) has the index
+        ``source`` has, if one is remembered: LangGraph copies channels to read a step's
+        writes ahead (its branches' ``local_read``), and each copy is merged into."""
+        index = self.get(source)
+        if index is not None:
+            self.put(copy, index)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._lists.clear()
+
+
+MESSAGE_INDEXES = _IndexCache()
+"""The index of each message list a merge returned (:class:`_IndexCache`)."""
+
+
 class _Merging:
     """A message list being merged into, write by write: the list with holes where messages
     were removed, and each id's position (the last one where an id occurs twice, as
@@ -111,12 +177,19 @@ class _Merging:
     remove-all keeps such a list) is compacted after every write, so its index never points
     past a hole."""
 
-    __slots__ = ("doubled", "index", "items")
+    __slots__ = ("doubled", "holes", "index", "items")
 
     def __init__(self, state: Sequence[Any]) -> None:
+        self.holes = 0
+        known = MESSAGE_INDEXES.get(state) if state else None
+        if known is not None:  # a list a merge returned: messages, ids distinct
+            self.items: list[BaseMessage | None] = list(state)
+            self.index: dict[str, int] = dict(known)
+            self.doubled = False
+            return
         # (a list of its own either way: the copy made here, or the coerced one)
-        self.items: list[BaseMessage | None] = _as_messages(list(state)) if state else []  # type: ignore[assignment]
-        self.index: dict[str, int] = {m.id: i for i, m in enumerate(self.items)}  # type: ignore[union-attr,misc]
+        self.items = _as_messages(list(state)) if state else []  # type: ignore[assignment]
+        self.index = {m.id: i for i, m in enumerate(self.items)}  # type: ignore[union-attr,misc]
         self.doubled = len(self.index) != len(self.items)
 
     def anchor(self) -> str:
@@ -126,7 +199,12 @@ class _Merging:
         return ""
 
     def listed(self) -> list[BaseMessage]:
-        return [m for m in self.items if m is not None]
+        """The merged list, its index remembered for the next merge into it."""
+        if self.holes or self.doubled:
+            return [m for m in self.items if m is not None]
+        merged: list[BaseMessage] = self.items  # type: ignore[assignment]
+        MESSAGE_INDEXES.put(merged, self.index)
+        return merged
 
     def merge(self, write: Any, *, strict: bool) -> None:
         right = _as_messages(write)
@@ -162,6 +240,7 @@ class _Merging:
             return
         for message_id in removed:
             items[index.pop(message_id)] = None
+        self.holes += len(removed)
 
     def _with_ids(self, right: list[BaseMessage]) -> list[BaseMessage]:
         taken = {m.id for m in right if m.id is not None}

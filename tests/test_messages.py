@@ -20,6 +20,7 @@ from langchain_core.messages import (
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
 from mcp_state_versions.messages import (
+    MESSAGE_INDEXES,
     MessagesChannel,
     merge_messages,
     messages_channel,
@@ -132,6 +133,50 @@ def test_batching_invariant_and_pure(xs: list[Any], ys: list[Any]) -> None:
     for w in xs + ys:
         one_by_one = replay_messages(one_by_one, [w])
     assert one_by_one == whole
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    xs=st.lists(write(), max_size=5),
+    ys=st.lists(write(), max_size=5),
+)
+def test_a_remembered_index_merges_as_a_fresh_one(xs: list[Any], ys: list[Any]) -> None:
+    # A merge into a list a merge returned copies that list's remembered index; the answer
+    # must be the one an index built afresh gives, and the list merged into stays as it was.
+    state = _or_error(replay_messages, [], xs)
+    assert not isinstance(state, Exception)
+    before = list(state)
+    remembered = _or_error(merge_messages, state, ys)
+    assert state == before
+    MESSAGE_INDEXES.clear()
+    fresh = _or_error(merge_messages, list(state), ys)
+    assert type(remembered) is type(fresh)
+    assert remembered == fresh or isinstance(fresh, Exception)
+
+
+def test_a_list_changed_in_place_is_indexed_afresh() -> None:
+    first = [HumanMessage("a", id="a"), AIMessage("b", id="b")]
+    grown = merge_messages([], [first])
+    grown.append(HumanMessage("c", id="c"))  # longer than when its index was remembered
+    edit = AIMessage("c, edited", id="c")
+    assert merge_messages(grown, [edit]) == add_messages(list(grown), edit)
+    swapped = merge_messages([], [first])
+    swapped[-1] = AIMessage("z", id="z")  # its last message is another
+    edit = AIMessage("z, edited", id="z")
+    assert merge_messages(swapped, [edit]) == add_messages(list(swapped), edit)
+
+
+def test_remembered_indexes_are_bounded_by_lists_and_by_ids() -> None:
+    MESSAGE_INDEXES.clear()
+    lists = [merge_messages([], [[HumanMessage(f"{n}", id=f"{n}")]]) for n in range(100)]
+    assert len(MESSAGE_INDEXES._lists) == MESSAGE_INDEXES.LIMIT
+    assert MESSAGE_INDEXES.get(lists[-1]) == {"99": 0}  # the newest stay
+    assert MESSAGE_INDEXES.get(lists[0]) is None
+    many = [HumanMessage(f"{n}", id=f"{n}") for n in range(MESSAGE_INDEXES.LIMIT_IDS // 2 + 1)]
+    merge_messages([], [many])
+    merge_messages([], [many])
+    held = sum(found[2] for found in MESSAGE_INDEXES._lists.values())
+    assert len(MESSAGE_INDEXES._lists) == 1 and held == len(many)
 
 
 def _or_error(fn: Any, *args: Any) -> Any:
