@@ -172,10 +172,18 @@ async def full_walk_read(graph: Any, thread_id: str, turn: int) -> Any:
     return None
 
 
-def runtime_over(tool_state: Mapping[str, Any], call_id: str = "bench") -> ToolRuntime:
-    """A tool's runtime over ``tool_state`` alone, as a ``ToolNode`` would hand it to a tool."""
+def runtime_over(
+    tool_state: Mapping[str, Any], call_id: str = "bench", messages: Sequence[Any] | None = None
+) -> ToolRuntime:
+    """A tool's runtime over ``tool_state`` (and ``messages`` where given), as a ``ToolNode``
+    would hand it to a tool."""
+    state = (
+        {"tool_state": tool_state}
+        if messages is None
+        else {"tool_state": tool_state, "messages": messages}
+    )
     return ToolRuntime(
-        state={"tool_state": tool_state},
+        state=state,
         context=None,
         config={},
         stream_writer=lambda _: None,

@@ -51,6 +51,7 @@ from langgraph.types import Command
 
 from mcp_state_versions import LeanToolRuntime, build_agent, publish, run_turn
 from mcp_state_versions.backends import backend_for, forget_histories
+from mcp_state_versions.messages import MESSAGE_INDEXES
 from mcp_state_versions.scripted import ScriptedChatModel, call
 from mcp_state_versions.storage import REPLAYS
 
@@ -152,7 +153,8 @@ WHOLE_MOST = 1000
 RESTART_EVERY = 25
 """Every this many turns (at turns 3 past a multiple, so never inside a timed window) the
 thread's head is read as the first run start after a restart reads it: the process's memory of
-delta histories and replays cleared (``forget_histories``, ``REPLAYS.clear()``), then
+delta histories, replays and message indexes cleared (``forget_histories``,
+``REPLAYS.clear()``, ``MESSAGE_INDEXES.clear()``), then
 ``aget_state``, which rebuilds every channel from storage as a run start does; the median of
 three. A library thread's cost grows through a snapshot cycle and drops at its snapshot; a
 plain agent's grows with the list it reads whole."""
@@ -162,6 +164,7 @@ async def _restart_read(agent: Any, saver: Any, config: Any) -> float:
     samples = []
     for _ in range(3):
         REPLAYS.clear()
+        MESSAGE_INDEXES.clear()
         forget_histories(saver)
         started = time.perf_counter()
         await agent.aget_state(config)

@@ -33,7 +33,7 @@ from mcp_state_versions import (
 from mcp_state_versions.scripted import call
 from mcp_state_versions.tool import _InspectStateArgs
 
-from .common import ratio, timed_side_by_side
+from .common import ratio, runtime_over, timed_side_by_side
 
 
 @tool("inspect_state", args_schema=_InspectStateArgs)
@@ -79,15 +79,7 @@ def _runtime_call(tool_: BaseTool) -> dict[str, Any]:
             ),
             AIMessage(f"Place {n} is at {n}.", id=f"r{n}"),
         ]
-    runtime = ToolRuntime(
-        state={"messages": messages, "tool_state": {}},
-        context=None,
-        config={},
-        stream_writer=lambda _: None,
-        tool_call_id="c",
-        store=None,
-    )
-    return call(tool_.name, "c", place="Oslo", runtime=runtime)
+    return call(tool_.name, "c", place="Oslo", runtime=runtime_over({}, "c", messages))
 
 
 class PlainState(TypedDict):

@@ -359,7 +359,6 @@ async def _operate(args: argparse.Namespace) -> int:
     from .checkpointers import open_checkpointer
     from .history import retained_span, turn_span
 
-    console = _console()
     writes = args.command == "prune" and not args.dry_run
     async with open_checkpointer(args.checkpointer, create=False, read_only=not writes) as saver:
         checkpoint = getattr(args, "checkpoint", None)
@@ -373,8 +372,10 @@ async def _operate(args: argparse.Namespace) -> int:
         if present is None:
             return _report(args, "unknown_thread", f"no thread {args.thread!r} here", {})
         if args.command == "prune":
-            return await _prune(console, saver, args)
+            return await _prune(_console(), saver, args)
         if args.command == "turns":
+            # One line or one small object: printed without Rich, whose import would be most
+            # of what a read costs beyond the saver's own (benchmarks.cli).
             index = await history.turns(args.thread)
             data = {
                 "thread_id": args.thread,
@@ -382,15 +383,12 @@ async def _operate(args: argparse.Namespace) -> int:
                 "retained": retained_span(index.retained),
             }
             if args.json:
-                console.print_json(data=data)
+                print(json.dumps(data, indent=2, ensure_ascii=False))
             else:
-                console.print(
-                    f"thread {args.thread}: {index.total} turns, "
-                    f"retained: {turn_span(index.retained)}",
-                    markup=False,
-                )
+                span = turn_span(index.retained)
+                print(f"thread {args.thread}: {index.total} turns, retained: {span}")
             return 0
-        return await _inspect(console, history, present, args)
+        return await _inspect(_console(), history, present, args)
 
 
 def _report(args: argparse.Namespace, code: str, message: str, data: dict[str, Any]) -> int:

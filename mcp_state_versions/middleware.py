@@ -163,7 +163,7 @@ class SessionStateMiddleware(AgentMiddleware):
 
     def _guided(self, request: ModelRequest) -> ModelRequest:
         noted = noted_messages(request.messages)
-        if any(new is not old for new, old in zip(noted, request.messages, strict=True)):
+        if noted is not request.messages:
             request = request.override(messages=noted)
         if not self.system_prompt:
             return request

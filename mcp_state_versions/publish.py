@@ -439,7 +439,8 @@ def noted_messages(messages: Sequence[Any]) -> list[Any]:
     writes is known only once it ran. So this is worked out from the replies afterwards (each
     records the keys it wrote), and added to the model's view of them at every model call;
     the stored messages are not changed. Only steps with two or more publishing replies cost
-    more than a glance.
+    more than a glance. Where no reply needs a note, ``messages`` is returned as it is (a list
+    of one's own where it was another sequence).
     """
     notes: dict[str, str] = {}
     for index, message in enumerate(messages):
@@ -457,8 +458,8 @@ def noted_messages(messages: Sequence[Any]) -> list[Any]:
         calls = getattr(message, "tool_calls", None)
         if calls and len(calls) > 1:
             notes.update(_contested(calls, messages[index + 1 : index + 1 + len(calls)]))
-    if not notes:
-        return list(messages)
+    if not notes:  # (the list itself where it is one: nothing to copy for the model)
+        return messages if isinstance(messages, list) else list(messages)
     return [
         m.model_copy(update={"content": f"{m.content} {notes[m.tool_call_id]}"})
         if isinstance(m, ToolMessage) and m.tool_call_id in notes and isinstance(m.content, str)

@@ -588,6 +588,31 @@ def test_read_commands_load_no_langgraph_runtime(
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_turns_prints_without_rich(
+    untouched_demo: tuple[str, str, str], json_flag: list[str]
+) -> None:
+    """``turns`` prints one line (or one small object) itself: Rich's import was most of what
+    the read cost beyond the saver's own."""
+    spec, thread, _ = untouched_demo
+    args = ["turns", "--checkpointer", spec, "--thread", thread, *json_flag]
+    code = (
+        "import sys\nfrom mcp_state_versions.cli import main\n"
+        f"code = main({args!r})\n"
+        "sys.exit(code or ('rich' in sys.modules and 9))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    if json_flag:
+        assert json.loads(done.stdout) == {
+            "thread_id": thread,
+            "total": 4,
+            "retained": {"first": 3, "last": 4},
+        }
+    else:
+        assert done.stdout == f"thread {thread}: 4 turns, retained: 3–4\n"
+
+
 @pytest.fixture
 def mount(tmp_path: Path) -> Iterator[tuple[Path, Callable[[], None]]]:
     """A directory on a file system of its own (tmpfs) and a call that makes it read-only,
