@@ -208,10 +208,14 @@ def publish(
     The tool's message becomes ``[state updated: <key>, ...]`` followed by ``note`` if given
     (a short summary the model should see right away, such as the place name found).
 
+    ``runtime`` is the tool's ``ToolRuntime``; declare it ``runtime: LeanToolRuntime``
+    (:mod:`mcp_state_versions.runtime`), which LangChain does not dump, with the whole message
+    list, on every call.
+
     Example::
 
         @tool
-        def get_aoi(place: str, runtime: ToolRuntime) -> Command:
+        def get_aoi(place: str, runtime: LeanToolRuntime) -> Command:
             '''Find the area of interest for a place name.'''
             found = gazetteer.lookup(place)
             return publish(runtime, "gazet", "get_aoi", {"bbox": found.bbox, "name": found.name})
