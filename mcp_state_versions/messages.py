@@ -126,7 +126,11 @@ class _IndexCache:
     """Lists: a turn makes about ten (a merge a step, and the copies LangGraph reads ahead
     with), and a run start merges into the one the last run left."""
     LIMIT_IDS = 250_000
-    """Ids of all the lists together (a few MB of index), so long threads keep fewer lists."""
+    """Ids of all the lists together (under 10 MB of index), so long threads keep fewer lists
+    (a 40,000-message conversation keeps six). The lists share their messages with the
+    conversations' states and the process's last replays, but for conversations no longer
+    running, whose messages this keeps alive until other lists push theirs out: this bounds
+    them too."""
 
     def __init__(self) -> None:
         self._lists: OrderedDict[int, tuple[list[Any], dict[str, int], int, Any]] = OrderedDict()
