@@ -19,6 +19,7 @@ from mcp_state_versions import build_agent, publish
 from mcp_state_versions.agent import run_turn
 from mcp_state_versions.backends import backend_for, forget_histories
 from mcp_state_versions.checkpoint_walk import CheckpointHistory
+from mcp_state_versions.messages import replay_messages
 from mcp_state_versions.retention import PruningInMemorySaver, PruningSqliteSaver, prune_thread
 from mcp_state_versions.scripted import ScriptedChatModel, call
 from mcp_state_versions.state import make_merge_tool_state, merge_tool_state, reducer_for
@@ -289,6 +290,18 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
             forget_histories(saver)
             await saver.aget_delta_channel_history(config=replayed, channels=[channel])
             assert len(sent) == 1, sent
+            if channel == "messages":  # a rebuild (a seal, a reader's) reads it the same way
+                sent.clear()
+                forget_histories(saver)
+                where = replayed["configurable"]
+                rebuilt = await backend_for(saver).rebuild_messages(
+                    where["thread_id"], where["checkpoint_ns"], where["checkpoint_id"]
+                )
+                assert len(sent) == 1, sent
+                theirs = (await stock(replayed))[channel]
+                seed = stored_value(theirs.get("seed"))
+                base = [] if seed is NOTHING_STORED else list(seed)
+                assert rebuilt == replay_messages(base, [w[2] for w in theirs["writes"]])
 
 
 async def test_a_run_start_in_memory_decodes_the_writes_and_no_checkpoint_but_the_seeds(

@@ -202,6 +202,13 @@ class Backend:
     async def _delta_history(
         self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
     ) -> Any:
+        """``channel``'s delta history at a checkpoint, for a rebuild or a seal: here the
+        saver's own read; a backend with a read of its own overrides this."""
+        return await self._stock_delta_history(thread_id, namespace, checkpoint_id, channel)
+
+    async def _stock_delta_history(
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
+    ) -> Any:
         """The saver's own ``get_delta_channel_history`` for ``channel``."""
         config: Any = {
             "configurable": {

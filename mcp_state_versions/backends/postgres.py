@@ -260,11 +260,6 @@ class PostgresBackend(SqlBackend):
             return True, NOTHING_STORED
         return True, self.saver.serde.loads_typed((kind, blob))
 
-    async def _delta_history(
-        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
-    ) -> Any:
-        return await self.delta_history(thread_id, namespace, checkpoint_id, channel=channel)
-
     def _chain_read(self, thread_id: str, namespace: str, channel: str) -> ChainReader:
         """See :meth:`SqlBackend._chain_read`: one statement (:func:`_delta_history_sql`) that
         stops where the SQLite backend's does. The saver's own read takes two round trips, and

@@ -89,6 +89,13 @@ class SqlBackend(Backend):
         )
         return history
 
+    async def _delta_history(
+        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
+    ) -> Any:
+        # Every reader of a delta history (a rebuild, retention's seal, a walk) gets the
+        # one-statement read, ``messages``' as ``tool_state``'s.
+        return await self.delta_history(thread_id, namespace, checkpoint_id, channel=channel)
+
     async def run_start(self, thread_id: str, namespace: str) -> Link | None:
         """The head's link; on a saver whose run starts remember the history they read
         (:func:`remembers_run_starts`), read in the same statement as the history at the head,

@@ -389,13 +389,6 @@ class SqliteBackend(SqlBackend):
             ]
         )
 
-    async def _delta_history(
-        self, thread_id: str, namespace: str, checkpoint_id: str, channel: str = TOOL_STATE
-    ) -> Any:
-        if channel != TOOL_STATE:  # the saver's own read (the library's remembers messages')
-            return await super()._delta_history(thread_id, namespace, checkpoint_id, channel)
-        return await self.delta_history(thread_id, namespace, checkpoint_id)
-
     async def delta_history(
         self,
         thread_id: str,
@@ -405,10 +398,11 @@ class SqliteBackend(SqlBackend):
         remember: bool = False,
         channel: str = TOOL_STATE,
     ) -> dict[str, Any]:
-        """``tool_state``'s delta history at a checkpoint, in LangGraph's form (a
-        ``DeltaChannelHistory``: the seed, and the writes after it, oldest first); up to the
-        checkpoint whose history a run start read last (:func:`known_history`), it is that
-        history. ``remember``: keep this one as that (a run start).
+        """``channel``'s delta history at a checkpoint (``tool_state``'s, or ``messages``'), in
+        LangGraph's form (a ``DeltaChannelHistory``: the seed, and the writes after it, oldest
+        first); up to the checkpoint whose history a run start read last
+        (:func:`known_history`), it is that history. ``remember``: keep this one as that (a run
+        start).
 
         The saver's own ``get_delta_channel_history`` decodes every checkpoint on the way to the
         seed, each with the whole message list, so a run start on a long thread cost seconds.
@@ -417,7 +411,9 @@ class SqliteBackend(SqlBackend):
         chain, its writes and that checkpoint are one statement (:func:`_delta_history_sql`).
         """
         if not await self._indexed():
-            return dict(await super()._delta_history(thread_id, namespace, checkpoint_id, channel))
+            return dict(
+                await self._stock_delta_history(thread_id, namespace, checkpoint_id, channel)
+            )
         return await super().delta_history(
             thread_id, namespace, checkpoint_id, remember=remember, channel=channel
         )
