@@ -61,6 +61,15 @@ def _count(write: Any) -> int:
     return len(write) if isinstance(write, list) else 1
 
 
+def _counted(writes: Sequence[Any]) -> int:
+    """The messages ``writes`` hold: counted by the interpreter's own ``sum`` and ``len``
+    where every write is a list (as LangGraph's nodes write them), as a run start late in a
+    snapshot cycle counts thousands."""
+    if all(map(list.__instancecheck__, writes)):
+        return sum(map(len, writes))
+    return sum(map(_count, writes))
+
+
 class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
     """A ``DeltaChannel`` whose snapshot cadence follows what was written, not a step count.
 
@@ -255,7 +264,7 @@ class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
 
     def update(self, values: Sequence[Any]) -> bool:
         changed = super().update(values)
-        self.written += sum(_count(v) for v in values)
+        self.written += _counted(values)
         return changed
 
     def replay_writes(self, writes: Sequence[Any]) -> None:
@@ -264,17 +273,20 @@ class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
         if not writes:
             return
         values = [write[2] for write in writes]
-        self.written += sum(_count(v) for v in values)
-        last = max((i for i, v in enumerate(values) if overwrite_of(v)[0]), default=None)
-        if last is not None:  # an Overwrite resets the base, as in LangGraph's own replay
-            _, value = overwrite_of(values[last])
-            base = list(value) if value is not None else []
-            self.value = replay_messages(base, values[last + 1 :])
-            return
+        self.written += _counted(values)
         seed = self.value
+        # As for ``tool_state``: a remembered replay merged no Overwrite, so only the writes
+        # after it are looked at, not every write since the snapshot at every run start.
         done, start = REPLAYS.start(replay_messages, seed, writes)
+        rest = values[done:]
+        last = max((i for i, v in enumerate(rest) if overwrite_of(v)[0]), default=None)
+        if last is not None:  # an Overwrite resets the base, as in LangGraph's own replay
+            _, value = overwrite_of(rest[last])
+            base = list(value) if value is not None else []
+            self.value = replay_messages(base, rest[last + 1 :])
+            return
         base = self.typ() if start is MISSING else start
-        self.value = replay_messages(base, values[done:]) if done < len(values) else base
+        self.value = replay_messages(base, rest) if rest else base
         REPLAYS.served += done
         REPLAYS.remember(replay_messages, seed, writes, self.value, held=len(self.value))
 

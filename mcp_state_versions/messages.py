@@ -32,6 +32,8 @@ stores and reads does not grow with the thread.
 
 from __future__ import annotations
 
+import bisect
+import operator
 import threading
 import uuid
 from collections import OrderedDict
@@ -42,7 +44,10 @@ from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
     BaseMessageChunk,
+    HumanMessage,
     RemoveMessage,
+    SystemMessage,
+    ToolMessage,
     convert_to_messages,
     message_chunk_to_message,
 )
@@ -54,6 +59,7 @@ __all__ = [
     "MIN_SNAPSHOT_MESSAGES",
     "REMOVE_ALL_MESSAGES",
     "MessagesOption",
+    "calling_several",
     "derived_id",
     "merge_messages",
     "replay_messages",
@@ -107,19 +113,32 @@ def _as_messages(write: Any) -> list[BaseMessage]:
     return [message_chunk_to_message(m) for m in convert_to_messages(items)]  # type: ignore[arg-type]
 
 
+class _Indexed:
+    """What :class:`_IndexCache` keeps of one list: the list itself, each id's position, the
+    length and last message it was indexed at, and the positions of the messages calling
+    several tools (see :func:`calling_several`)."""
+
+    __slots__ = ("index", "items", "last", "length", "several")
+
+    def __init__(self, items: list[Any], index: dict[str, int], several: tuple[int, ...]) -> None:
+        self.items, self.index, self.several = items, index, several
+        self.length, self.last = len(items), items[-1] if items else None
+
+
 class _IndexCache:
     """Each id's position in a message list this module returned, for the next merge into it.
 
-    A cache of a pure function (the index of a list), so that a merge into a 4,000-message
-    list copies an index instead of building one from every message's id: the channel merges
-    each step's writes into the list it got from the step before, and a run start replays
-    into the list the process last replayed (:data:`~mcp_state_versions.storage.REPLAYS`).
-    Keyed by the list itself, which the cache holds, so its identity cannot pass to another
-    list while cached; checked on every use against the list's length and last message, so a
-    list changed in place since is indexed afresh; bounded to :attr:`LIMIT` lists, the least
-    recently used out first, and to :attr:`LIMIT_IDS` ids in all. Only lists whose ids are all
-    distinct (every list a merge returns but a remove-all's tail, which is indexed afresh) are
-    cached.
+    A cache of pure functions of a list (its index, and which of its messages call several
+    tools), so that a merge into a 4,000-message list copies an index instead of building one
+    from every message's id, and a model call's look for calls to several tools
+    (:func:`calling_several`) looks at the messages added since the last: the channel merges
+    each step's writes into the list it got from the step before, and a run start replays into
+    the list the process last replayed (:data:`~mcp_state_versions.storage.REPLAYS`). Keyed by
+    the list itself, which the cache holds, so its identity cannot pass to another list while
+    cached; checked on every use against the list's length and last message, so a list changed
+    in place since is looked at afresh; bounded to :attr:`LIMIT` lists, the least recently used
+    out first, and to :attr:`LIMIT_IDS` ids in all. Only lists whose ids are all distinct
+    (every list a merge returns but a remove-all's tail, which is indexed afresh) are cached.
     """
 
     LIMIT = 32
@@ -133,37 +152,47 @@ class _IndexCache:
     them too."""
 
     def __init__(self) -> None:
-        self._lists: OrderedDict[int, tuple[list[Any], dict[str, int], int, Any]] = OrderedDict()
+        self._lists: OrderedDict[int, _Indexed] = OrderedDict()
         self._lock = threading.Lock()  # sync graph runs merge in worker threads
 
-    def get(self, items: Sequence[Any]) -> dict[str, int] | None:
-        """The index of ``items``, or ``None``; the caller copies it before changing it."""
+    def get(self, items: Sequence[Any]) -> _Indexed | None:
+        """What is remembered of ``items``, or ``None``; a caller copies the index before
+        changing it."""
         with self._lock:
             found = self._lists.get(id(items))
             if found is None:
                 return None
-            held, index, length, last = found
-            if held is not items or len(items) != length or (length and items[-1] is not last):
+            length = found.length
+            if (
+                found.items is not items
+                or len(items) != length
+                or (length and items[-1] is not found.last)
+            ):
                 del self._lists[id(items)]
                 return None
             self._lists.move_to_end(id(items))
-            return index
+            return found
 
-    def put(self, items: list[Any], index: dict[str, int]) -> None:
+    def put(
+        self,
+        items: list[Any],
+        index: dict[str, int],
+        several: tuple[int, ...] = (),
+    ) -> None:
         with self._lock:
-            self._lists[id(items)] = (items, index, len(items), items[-1] if items else None)
+            self._lists[id(items)] = _Indexed(items, index, several)
             self._lists.move_to_end(id(items))
-            held = sum(found[2] for found in self._lists.values())
+            held = sum(found.length for found in self._lists.values())
             while len(self._lists) > 1 and (len(self._lists) > self.LIMIT or held > self.LIMIT_IDS):
-                held -= self._lists.popitem(last=False)[1][2]
+                held -= self._lists.popitem(last=False)[1].length
 
     def copied(self, source: Sequence[Any], copy: list[Any]) -> None:
-        """``copy`` (a shallow copy of ``source``, made by a channel's ``copy``) has the index
-        ``source`` has, if one is remembered: LangGraph copies channels to read a step's
-        writes ahead (its branches' ``local_read``), and each copy is merged into."""
-        index = self.get(source)
-        if index is not None:
-            self.put(copy, index)
+        """``copy`` (a shallow copy of ``source``, made by a channel's ``copy``) has what
+        ``source`` has, if it is remembered: LangGraph copies channels to read a step's writes
+        ahead (its branches' ``local_read``), and each copy is merged into."""
+        found = self.get(source)
+        if found is not None:
+            self.put(copy, found.index, found.several)
 
     def clear(self) -> None:
         with self._lock:
@@ -171,7 +200,45 @@ class _IndexCache:
 
 
 MESSAGE_INDEXES = _IndexCache()
-"""The index of each message list a merge returned (:class:`_IndexCache`)."""
+"""What is remembered of each message list a merge returned (:class:`_IndexCache`)."""
+
+
+def calling_several(
+    messages: Sequence[Any], stored: Sequence[Any] | None = None
+) -> tuple[int, ...]:
+    """The positions, in order, of the messages in ``messages`` that call two or more tools.
+
+    Asked at every model call (:func:`~mcp_state_versions.publish.noted_messages`), over the
+    whole conversation. A merge keeps the answer with the list it returns
+    (:data:`MESSAGE_INDEXES`), looking only at the messages it adds or replaces, so for such a
+    list this is a lookup; any other list is looked at whole. ``stored``: the list in state
+    that ``messages`` may be a copy of (LangChain's ``create_agent`` hands its middleware a
+    copy of the stored list), whose remembered answer serves when it holds the very same
+    messages."""
+    found = MESSAGE_INDEXES.get(messages)
+    if (
+        found is None
+        and stored is not None
+        and stored is not messages
+        and len(stored) == len(messages)
+        and all(map(operator.is_, stored, messages))
+    ):
+        found = MESSAGE_INDEXES.get(stored)
+    if found is None:
+        return tuple(i for i, message in enumerate(messages) if _calls_several(message))
+    return found.several
+
+
+_NO_CALLS = (HumanMessage, ToolMessage, SystemMessage, RemoveMessage)
+
+
+def _calls_several(message: Any) -> bool:
+    # Only a model's message calls tools: any other message is told by its type at once
+    # (asking it for ``tool_calls`` costs a failed attribute lookup).
+    if isinstance(message, _NO_CALLS):
+        return False
+    calls = getattr(message, "tool_calls", None)
+    return isinstance(calls, list | tuple) and len(calls) > 1
 
 
 class _Merging:
@@ -181,19 +248,21 @@ class _Merging:
     remove-all keeps such a list) is compacted after every write, so its index never points
     past a hole."""
 
-    __slots__ = ("doubled", "holes", "index", "items")
+    __slots__ = ("doubled", "holes", "index", "items", "several")
 
     def __init__(self, state: Sequence[Any]) -> None:
         self.holes = 0
         known = MESSAGE_INDEXES.get(state) if state else None
         if known is not None:  # a list a merge returned: messages, ids distinct
             self.items: list[BaseMessage | None] = list(state)
-            self.index: dict[str, int] = dict(known)
+            self.index: dict[str, int] = dict(known.index)
+            self.several = list(known.several)
             self.doubled = False
             return
         # (a list of its own either way: the copy made here, or the coerced one)
         self.items = _as_messages(list(state)) if state else []  # type: ignore[assignment]
         self.index = {m.id: i for i, m in enumerate(self.items)}  # type: ignore[union-attr,misc]
+        self.several = [i for i, m in enumerate(self.items) if _calls_several(m)]
         self.doubled = len(self.index) != len(self.items)
 
     def anchor(self) -> str:
@@ -207,7 +276,7 @@ class _Merging:
         if self.holes or self.doubled:
             return [m for m in self.items if m is not None]
         merged: list[BaseMessage] = self.items  # type: ignore[assignment]
-        MESSAGE_INDEXES.put(merged, self.index)
+        MESSAGE_INDEXES.put(merged, self.index, tuple(self.several))
         return merged
 
     def merge(self, write: Any, *, strict: bool) -> None:
@@ -230,6 +299,7 @@ class _Merging:
                 else:
                     removed.discard(message.id)  # type: ignore[arg-type]
                     items[position] = message
+                    self._replaced(position, message)
             elif isinstance(message, RemoveMessage):
                 if strict:
                     raise ValueError(
@@ -238,6 +308,8 @@ class _Merging:
                     )
             else:
                 index[message.id] = len(items)  # type: ignore[index]
+                if _calls_several(message):
+                    self.several.append(len(items))
                 items.append(message)
         if self.doubled:  # an id held twice: add_messages removes every message holding it
             self.__init__([m for m in items if m is not None and m.id not in removed])  # type: ignore[misc]
@@ -245,6 +317,15 @@ class _Merging:
         for message_id in removed:
             items[index.pop(message_id)] = None
         self.holes += len(removed)
+
+    def _replaced(self, position: int, message: BaseMessage) -> None:
+        """The message at ``position`` is now ``message``: whether it calls several tools."""
+        at = bisect.bisect_left(self.several, position)
+        held = at < len(self.several) and self.several[at] == position
+        if _calls_several(message) and not held:
+            self.several.insert(at, position)
+        elif held and not _calls_several(message):
+            del self.several[at]
 
     def _with_ids(self, right: list[BaseMessage]) -> list[BaseMessage]:
         taken = {m.id for m in right if m.id is not None}

@@ -24,7 +24,7 @@ middleware gives such an agent everything :func:`~mcp_state_versions.agent.build
   replaced by their values before a tool runs.
 """
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NotRequired, Required
 from uuid import uuid4
 
@@ -40,7 +40,7 @@ from .agent import SESSION_STATE_PROMPT
 from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, session_tool_wrappers
 from .clock import open_turn, ticks_around
 from .history import AUTO, HistoryOption
-from .messages import messages_channel
+from .messages import MESSAGES, messages_channel
 from .publish import SECRET_NAMES, noted_messages
 from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
@@ -162,7 +162,9 @@ class SessionStateMiddleware(AgentMiddleware):
     # -- the guidance -------------------------------------------------------------------------
 
     def _guided(self, request: ModelRequest) -> ModelRequest:
-        noted = noted_messages(request.messages)
+        # (create_agent hands a copy of the stored list: the stored one's look-up serves)
+        stored = request.state.get(MESSAGES) if isinstance(request.state, Mapping) else None
+        noted = noted_messages(request.messages, stored)
         if noted is not request.messages:
             request = request.override(messages=noted)
         if not self.system_prompt:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -48,6 +48,7 @@ from .credentials import (
     secret_name_text,
     withheld,
 )
+from .messages import calling_several
 from .state import DEFAULT_BUDGET_BYTES, ToolStateError, is_entry, vouch
 from .versions import canonical, same_value
 
@@ -68,7 +69,6 @@ __all__ = [
 ]
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
-_NO_CALLS = frozenset({HumanMessage, ToolMessage, SystemMessage})
 _ABSENT = object()
 
 
@@ -433,7 +433,7 @@ PUBLISHED = "mcp_state_versions"
 """The artifact key under which a publishing tool's message records the keys it wrote."""
 
 
-def noted_messages(messages: Sequence[Any]) -> list[Any]:
+def noted_messages(messages: Sequence[Any], stored: Sequence[Any] | None = None) -> list[Any]:
     """``messages`` as the model should see them: where calls to *different* tools wrote the
     same key in one step, each of their replies says so, and whose value state kept.
 
@@ -444,24 +444,13 @@ def noted_messages(messages: Sequence[Any]) -> list[Any]:
     records the keys it wrote), and added to the model's view of them at every model call;
     the stored messages are not changed. Only steps with two or more publishing replies cost
     more than a glance. Where no reply needs a note, ``messages`` is returned as it is (a list
-    of one's own where it was another sequence).
+    of one's own where it was another sequence). ``stored``: the list in state ``messages``
+    may be a copy of (see :func:`~mcp_state_versions.messages.calling_several`).
     """
     notes: dict[str, str] = {}
-    for index, message in enumerate(messages):
-        # Only a model's message calls tools; asking any other message for ``tool_calls``
-        # costs a failed attribute lookup, which over a long thread was most of this scan.
-        # (A message of one of the usual exact types is told at once; the ABC checks cost
-        # more.)
-        kind = type(message)
-        if kind in _NO_CALLS or (
-            kind is not AIMessage
-            and isinstance(message, BaseMessage)
-            and not isinstance(message, AIMessage)
-        ):
-            continue
-        calls = getattr(message, "tool_calls", None)
-        if calls and len(calls) > 1:
-            notes.update(_contested(calls, messages[index + 1 : index + 1 + len(calls)]))
+    for index in calling_several(messages, stored):
+        calls = _tool_calls(messages[index])
+        notes.update(_contested(calls, messages[index + 1 : index + 1 + len(calls)]))
     if not notes:  # (the list itself where it is one: nothing to copy for the model)
         return messages if isinstance(messages, list) else list(messages)
     return [
@@ -470,6 +459,11 @@ def noted_messages(messages: Sequence[Any]) -> list[Any]:
         else m
         for m in messages
     ]
+
+
+def _tool_calls(message: Any) -> Sequence[Any]:
+    calls = getattr(message, "tool_calls", None)
+    return calls if isinstance(calls, Sequence) else ()
 
 
 def _contested(calls: Sequence[Mapping[str, Any]], replies: Sequence[Any]) -> dict[str, str]:

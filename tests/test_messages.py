@@ -22,6 +22,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from mcp_state_versions.messages import (
     MESSAGE_INDEXES,
     MessagesChannel,
+    calling_several,
     merge_messages,
     messages_channel,
     replay_messages,
@@ -170,13 +171,52 @@ def test_remembered_indexes_are_bounded_by_lists_and_by_ids() -> None:
     MESSAGE_INDEXES.clear()
     lists = [merge_messages([], [[HumanMessage(f"{n}", id=f"{n}")]]) for n in range(100)]
     assert len(MESSAGE_INDEXES._lists) == MESSAGE_INDEXES.LIMIT
-    assert MESSAGE_INDEXES.get(lists[-1]) == {"99": 0}  # the newest stay
+    assert MESSAGE_INDEXES.get(lists[-1]).index == {"99": 0}  # type: ignore[union-attr]  # newest
     assert MESSAGE_INDEXES.get(lists[0]) is None
     many = [HumanMessage(f"{n}", id=f"{n}") for n in range(MESSAGE_INDEXES.LIMIT_IDS // 2 + 1)]
     merge_messages([], [many])
     merge_messages([], [many])
-    held = sum(found[2] for found in MESSAGE_INDEXES._lists.values())
+    held = sum(found.length for found in MESSAGE_INDEXES._lists.values())
     assert len(MESSAGE_INDEXES._lists) == 1 and held == len(many)
+
+
+@st.composite
+def calling(draw: Any) -> Any:
+    """A model's message calling none, one or several tools (a few ids, so one replaces
+    another and the count changes), or a write of the other kinds."""
+    if draw(st.booleans()):
+        return draw(write())
+    calls = [
+        {"name": "put", "args": {}, "id": f"call-{n}", "type": "tool_call"}
+        for n in range(draw(st.integers(0, 3)))
+    ]
+    return [AIMessage("", tool_calls=calls, id=draw(st.sampled_from(IDS)))]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(steps=st.lists(st.tuples(st.lists(calling(), max_size=3), st.booleans()), max_size=8))
+def test_messages_calling_several_tools_as_a_fresh_look_finds_them(steps: list[Any]) -> None:
+    # Merged a batch at a time into the list the last merge returned, some asked after each
+    # batch (what was found is remembered with the list, and a merge carries it on), others
+    # not: the answer is always the one looking at every message gives.
+    MESSAGE_INDEXES.clear()
+    state: list[Any] = []
+    for writes, ask in steps:
+        merged = _or_error(replay_messages, state, writes)
+        state = merged if not isinstance(merged, Exception) else state
+        if ask:
+            copied = list(state)
+            MESSAGE_INDEXES.copied(state, copied)  # as a channel's copy, read ahead
+            expected = tuple(
+                i for i, m in enumerate(state) if len(getattr(m, "tool_calls", None) or ()) > 1
+            )
+            assert calling_several(state) == expected
+            assert calling_several(copied) == expected
+            assert calling_several(tuple(state)) == expected  # never merged: looked at whole
+            # a copy of the stored list, as create_agent hands its middleware, and another list
+            assert calling_several(list(state), state) == expected
+            backwards = tuple(sorted(len(state) - 1 - i for i in expected))
+            assert calling_several(state[::-1], state) == backwards
 
 
 def _or_error(fn: Any, *args: Any) -> Any:

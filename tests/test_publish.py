@@ -626,3 +626,68 @@ async def test_an_operator_edit_holding_a_secret_is_refused_before_it_is_stored(
                     (config["configurable"]["thread_id"], secret),
                 )
                 assert (await cursor.fetchone())["n"] == 0
+
+
+class _CallsTools:
+    """Not a message, yet with ``tool_calls``: asked one by one."""
+
+    def __init__(self, calls: Any) -> None:
+        self.tool_calls = calls
+
+
+def _message(kind: str, calls: int) -> Any:
+    from langchain_core.messages import AIMessageChunk, SystemMessage, ToolMessage
+
+    from mcp_state_versions.scripted import call
+
+    made = [call("put", f"c{i}", key="k", value=i) for i in range(calls)]
+    return {
+        "ai": lambda: AIMessage("", tool_calls=made),
+        "chunk": lambda: AIMessageChunk(
+            content="",
+            tool_call_chunks=[{**c, "args": "{}", "index": i} for i, c in enumerate(made)],
+        ),
+        "broken ai": lambda: AIMessage.model_construct(content="", tool_calls=None),
+        "human": lambda: HumanMessage("hi"),
+        "tool": lambda: ToolMessage("done", tool_call_id="c0"),
+        "system": lambda: SystemMessage("be brief"),
+        "dict": lambda: {"role": "ai", "tool_calls": made},
+        "object": lambda: _CallsTools(made),
+        "object without a list": lambda: _CallsTools(len(made)),
+    }[kind]()
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "ai",
+                    "chunk",
+                    "broken ai",
+                    "human",
+                    "tool",
+                    "system",
+                    "dict",
+                    "object",
+                    "object without a list",
+                ]
+            ),
+            st.integers(0, 3),
+        ),
+        max_size=12,
+    )
+)
+def test_messages_calling_several_tools_are_found_whatever_else_the_list_holds(shape: Any) -> None:
+    """The look for messages calling several tools skips messages by their type, and asks
+    anything else for its ``tool_calls``: it finds what asking every one finds, whatever the
+    list holds."""
+    from mcp_state_versions.messages import calling_several
+
+    messages = [_message(kind, calls) for kind, calls in shape]
+    expected = tuple(
+        i
+        for i, m in enumerate(messages)
+        if isinstance(getattr(m, "tool_calls", None), list | tuple) and len(m.tool_calls) > 1
+    )
+    assert calling_several(messages) == expected
