@@ -4,7 +4,8 @@ A person types these, and scripts call them in loops, so the process's own start
 they wait for. Measured beside the floor of the same work: an interpreter that does nothing,
 one that opens the SQLite file and reads one row, and one that imports LangGraph's own
 ``SqliteSaver`` and reads the thread's newest checkpoint (what any reader of a LangGraph store
-does at the least: a read command should cost no more than that).
+does at the least: a read command should cost no more than that). The commands run in turn
+within each repetition, so the machine's drift weighs on all of them alike.
 
     python -m benchmarks.cli [--quick]
 """
@@ -47,15 +48,24 @@ def _installed_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def _timed(command: list[str], repeat: int) -> dict[str, float]:
+def _timed(commands: dict[str, list[str]], repeat: int) -> dict[str, dict[str, float]]:
+    """Each of ``commands`` run ``repeat`` times, in turn within each repetition (the order
+    rotating), so whatever else the machine does weighs on all of them alike and a ratio
+    between two of them is not skewed by when each happened to run."""
     env = _installed_env()
-    subprocess.run(command, capture_output=True, check=True, env=env)  # writes the bytecode
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
+    for command in commands.values():  # writes the bytecode
         subprocess.run(command, capture_output=True, check=True, env=env)
-        samples.append(time.perf_counter() - started)
-    return {"median": statistics.median(samples), "max": max(samples)}
+    names = list(commands)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for rep in range(repeat):
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+            started = time.perf_counter()
+            subprocess.run(commands[name], capture_output=True, check=True, env=env)
+            samples[name].append(time.perf_counter() - started)
+    return {
+        name: {"median": statistics.median(found), "max": max(found)}
+        for name, found in samples.items()
+    }
 
 
 def measure(repeat: int) -> dict[str, Any]:
@@ -72,21 +82,22 @@ def measure(repeat: int) -> dict[str, Any]:
             "SqliteSaver(sqlite3.connect(sys.argv[1])).get_tuple("
             "{'configurable': {'thread_id': sys.argv[2], 'checkpoint_ns': ''}})"
         )
-        return {
-            "python -c pass": _timed([sys.executable, "-c", "pass"], repeat),
-            "--version": _timed([*_SCRIPT, "--version"], repeat),
-            "--help": _timed([*_SCRIPT, "--help"], repeat),
-            "sqlite3 open and one row": _timed(
-                [sys.executable, "-c", f"import sys; {read}", str(path)], repeat
-            ),
-            SAVER_READ: _timed(
-                [sys.executable, "-c", f"import sys; {saver_read}", str(path), thread], repeat
-            ),
-            READ: _timed(
-                [*_SCRIPT, "turns", "--checkpointer", f"sqlite:{path}", "--thread", thread],
-                repeat,
-            ),
-        }
+        return _timed(
+            {
+                "python -c pass": [sys.executable, "-c", "pass"],
+                "--version": [*_SCRIPT, "--version"],
+                "--help": [*_SCRIPT, "--help"],
+                "sqlite3 open and one row": [
+                    sys.executable,
+                    "-c",
+                    f"import sys; {read}",
+                    str(path),
+                ],
+                SAVER_READ: [sys.executable, "-c", f"import sys; {saver_read}", str(path), thread],
+                READ: [*_SCRIPT, "turns", "--checkpointer", f"sqlite:{path}", "--thread", thread],
+            },
+            repeat,
+        )
 
 
 async def _first_thread(path: Path) -> str:
