@@ -166,6 +166,7 @@ def test_index_and_serve_json(demo_file: tuple[str, str, str], tmp_path: Path) -
         check=True,
     )
     assert json.loads(done.stdout)["index"].startswith("mcp_state_versions_lineage")
+    assert json.loads(done.stdout)["indexes"][1].startswith("mcp_state_versions_whole")
     with free_port() as port:
         server = subprocess.Popen(
             [*cli_command(), "serve", "--checkpointer", spec, "--port", str(port), "--json"],

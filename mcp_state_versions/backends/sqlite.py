@@ -7,9 +7,11 @@ the message list included) followed by ``metadata``. Two consequences decide how
   overflow pages, most of a long thread's file. A writer therefore creates one covering
   expression index (:data:`INDEX_NAME`) over ids, parents and the metadata fields the walk
   reads (the turn stamp, ``source``, the delta counters); the lineage of a thread is then a
-  scan of that index, O(chain) instead of O(file bytes). The saver's own tables are not
-  changed, and other readers are not affected. A reader never creates it; on a file without
-  it, ids and parents are scanned and stamps read per visited link instead.
+  scan of that index, O(chain) instead of O(file bytes). Beside it, a partial index
+  (:data:`WHOLE_INDEX_NAME`) lists the few checkpoints that may hold a delta channel whole,
+  where a delta-history read's climb up the chain stops. The saver's own tables are not
+  changed, and other readers are not affected. A reader never creates them; on a file without
+  them, ids and parents are scanned and stamps read per visited link instead.
 * **A channel without the messages.** ``tool_state`` is read from the row with a msgpack decoder
   whose extension hook skips every object it would have to construct (LangChain messages are
   extension objects; ``tool_state`` is plain data and has none, except the snapshot wrapper of
@@ -42,12 +44,29 @@ from . import (
     start_link,
     writes_by_checkpoint,
 )
+from .known import CHANNELS
 
-__all__ = ["INDEX_NAME", "MIGRATIONS", "MIGRATIONS_TABLE", "SqliteBackend", "sqlite_backend"]
+__all__ = [
+    "INDEX_NAME",
+    "MIGRATIONS",
+    "MIGRATIONS_TABLE",
+    "WHOLE_INDEX_NAME",
+    "SqliteBackend",
+    "sqlite_backend",
+]
 
 INDEX_NAME = "mcp_state_versions_lineage_v3"
 """The covering index over what a walk reads: ids, parents, the turn stamp, ``source``, and
 how many steps ago ``tool_state`` was last stored whole (LangGraph's delta counters)."""
+
+WHOLE_INDEX_NAME = "mcp_state_versions_whole_v1"
+"""A partial index of the checkpoints where a delta channel (``tool_state``, ``messages``) may
+be stored whole: those whose metadata has no delta counter for it (a snapshot, or a checkpoint
+from before the channel's first write), a few in a hundred. A delta-history read climbs the
+parent chain until it meets one; it asks this index at each link instead of the link's
+metadata, which SQLite reads from the row and parses as JSON at every step (its releases before
+3.41 do not take an expression's value from an index that holds it): a third of a run start's
+statement at the far end of a long snapshot cycle."""
 
 _META_TEXT = "CAST(metadata AS TEXT)"
 
@@ -84,6 +103,32 @@ only a checkpoint without them can hold a stored value (a whole value of the pre
 has none either)."""
 
 
+def _whole(table: str = "") -> str:
+    """The condition of :data:`WHOLE_INDEX_NAME`: a checkpoint with no delta counter for one
+    of the delta channels (written alike in the index and in every query that uses it, which
+    SQLite requires of a partial index's condition)."""
+    return "(" + " OR ".join(f"{_counter(table, name)} IS NULL" for name in CHANNELS) + ")"
+
+
+def _stored_whole(channel: str) -> str:
+    """For the link ``c`` of a walk: ``NULL`` where :data:`WHOLE_INDEX_NAME` lists it with no
+    delta counter for ``channel`` (it may hold the value whole, and the walk stops there),
+    else 1. Only such a listed row is read."""
+    return (
+        f"CASE WHEN EXISTS (SELECT 1 FROM checkpoints s INDEXED BY {WHOLE_INDEX_NAME} "
+        "WHERE s.thread_id = c.thread_id AND s.checkpoint_ns = c.checkpoint_ns "
+        f"AND s.checkpoint_id = c.checkpoint_id AND {_whole('s.')} "
+        f"AND {_counter('s.', channel)} IS NULL) THEN NULL ELSE 1 END"
+    )
+
+
+def _create_whole_index_sql() -> str:
+    return (
+        f"CREATE INDEX IF NOT EXISTS {WHOLE_INDEX_NAME} ON checkpoints "
+        f"(thread_id, checkpoint_ns, checkpoint_id) WHERE {_whole()}"
+    )
+
+
 def _create_index_sql() -> str:
     from ..state import TURN_METADATA_KEY
 
@@ -106,9 +151,12 @@ MIGRATIONS: list[str] = [
     # where it is valid JSON (one damaged row must not fail the index every read goes through).
     "DROP INDEX IF EXISTS mcp_state_versions_lineage_v2",
     _create_index_sql(),
+    # The checkpoints that may hold a delta channel whole, so that a walk reads no row's
+    # metadata to learn where to stop.
+    _create_whole_index_sql(),
 ]
 """What a writer does to a SQLite file, in order, numbered by position, as LangGraph's
-PostgreSQL saver numbers its own: the library adds one index beside the saver's tables (never
+PostgreSQL saver numbers its own: the library adds two indexes beside the saver's tables (never
 changing them) and a table recording the migrations a file has had, so a writer opening a file
 runs only those it has not (each is idempotent too: files of earlier releases, which recorded
 none, run them all). A new index definition is a new name, created by a new migration after
@@ -143,7 +191,7 @@ def _delta_history_sql(task_path: str, from_head: bool, channel: str = TOOL_STAT
         f"{_meta(TURN_METADATA_KEY)}, "
         f"{_meta('source')} FROM checkpoints INDEXED BY {INDEX_NAME} "
         f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = {start} "
-        f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_counter('c.', channel)}, "
+        f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_stored_whole(channel)}, "
         f"chain.depth + 1, NULL, NULL FROM chain CROSS JOIN checkpoints c INDEXED BY {INDEX_NAME} "
         "ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = chain.parent "
         "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> ? "
@@ -171,7 +219,10 @@ def _lineage_sql() -> str:
     )
 
 
-_INDEX_EXISTS_SQL = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?"
+_INDEXES_EXIST_SQL = (
+    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN "
+    f"('{INDEX_NAME}', '{WHOLE_INDEX_NAME}')"
+)
 
 _IDS_SQL = (
     "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
@@ -268,7 +319,9 @@ class SqliteBackend(SqlBackend):
             await self.saver.conn.commit()
 
     async def _indexed(self) -> bool:
-        """Whether the file has the lineage index (remembered once it has).
+        """Whether the file has the lineage index and the index of whole values (remembered
+        once it has both; a file an earlier release indexed has only the first, and is read as
+        one without).
 
         A read never creates it: a reader may be pointed at a file it must not change (a
         copy, a read-only mount, another program's database). A writer creates it
@@ -277,10 +330,10 @@ class SqliteBackend(SqlBackend):
         """
         if getattr(self.saver, "_mcp_state_versions_index", False):
             return True
-        rows = await self._rows(_INDEX_EXISTS_SQL, (INDEX_NAME,))
-        if rows:
+        found = (await self._rows(_INDEXES_EXIST_SQL, ()))[0][0] == 2
+        if found:
             self.saver._mcp_state_versions_index = True  # type: ignore[attr-defined]
-        return bool(rows)
+        return found
 
     async def _check_index(self, thread_id: str, namespace: str, checkpoint_id: str | None) -> None:
         """Raise :class:`~mcp_state_versions.history.DamagedState` when the lineage index has
@@ -307,9 +360,9 @@ class SqliteBackend(SqlBackend):
             )
 
     async def create_index(self) -> None:
-        """Run the :data:`MIGRATIONS` the file has not had (creating the lineage index and
-        dropping the ones earlier releases made), in one transaction; the index again if it
-        was dropped by hand since."""
+        """Run the :data:`MIGRATIONS` the file has not had (creating the lineage index and the
+        index of whole values, and dropping the ones earlier releases made), in one
+        transaction; the indexes again if one was dropped by hand since."""
         try:
             rows = await self._rows(f"SELECT MAX(v) FROM {MIGRATIONS_TABLE}", ())
             applied = -1 if rows[0][0] is None else int(rows[0][0])
@@ -322,8 +375,8 @@ class SqliteBackend(SqlBackend):
             (f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (v) VALUES (?)", (number,))
             for number in range(applied + 1, len(MIGRATIONS))
         ]
-        if not statements and not (await self._rows(_INDEX_EXISTS_SQL, (INDEX_NAME,))):
-            statements = [(_create_index_sql(), ())]
+        if not statements and (await self._rows(_INDEXES_EXIST_SQL, ()))[0][0] != 2:
+            statements = [(_create_index_sql(), ()), (_create_whole_index_sql(), ())]
         if statements:
             await self._write(statements)
         self.saver._mcp_state_versions_index = True  # type: ignore[attr-defined]
