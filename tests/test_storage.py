@@ -205,7 +205,7 @@ async def _copied(source: Any, target: Any, suffix: str = "") -> None:
 
 
 @pytest.mark.parametrize("channel", ["tool_state", "messages"])
-@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("kind", [*BACKENDS, "sqlite, indexed by an earlier release"])
 async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_cheaply(
     kind: str, channel: str, tmp_path: Any, thread_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -213,18 +213,26 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
     walk, on any such saver) read for tool_state's delta history, and for messages', is what
     the stock saver reads, checkpoint by checkpoint: on a forked thread with snapshots, on
     threads of the previous release (messages stored whole, then as writes), and after a
-    prune sealed a checkpoint. A run start's read of either is one statement."""
+    prune sealed a checkpoint. A run start's read of either is one statement. A SQLite file
+    indexed by an earlier release (no index of whole values) is read alike."""
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from mcp_state_versions.backends.sqlite import WHOLE_INDEX_NAME
 
     path = tmp_path / "previous.sqlite"
     shutil.copy(FIXTURE, path)
-    suffix = "" if kind == "sqlite" else f"-{thread_id}"  # PostgreSQL's threads outlive a run
+    sqlite = kind.startswith("sqlite")
+    suffix = "" if sqlite else f"-{thread_id}"  # PostgreSQL's threads outlive a run
     async with (
         PruningSqliteSaver.from_conn_string(str(path)) as previous,
-        await open_backend(kind, tmp_path) as saver,
+        await open_backend("sqlite" if sqlite else kind, tmp_path) as saver,
     ):
-        if kind == "sqlite":
+        if sqlite:
             saver = previous
+            if kind != "sqlite":
+                await previous.setup()
+                await previous.conn.execute(f"DROP INDEX {WHOLE_INDEX_NAME}")
+                del previous._mcp_state_versions_indexes  # as a reader opening it finds it
         else:
             await _copied(previous, saver, suffix)
 
@@ -278,7 +286,7 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
             from mcp_state_versions.backends.postgres import PostgresBackend
             from mcp_state_versions.backends.sqlite import SqliteBackend
 
-            backend: Any = SqliteBackend if kind == "sqlite" else PostgresBackend
+            backend: Any = SqliteBackend if sqlite else PostgresBackend
             sent: list[str] = []
             rows = backend._rows
 
@@ -302,6 +310,12 @@ async def test_the_savers_delta_history_of_tool_state_is_the_stock_read_done_che
                 seed = stored_value(theirs.get("seed"))
                 base = [] if seed is NOTHING_STORED else list(seed)
                 assert rebuilt == replay_messages(base, [w[2] for w in theirs["writes"]])
+        if sqlite:
+            async with saver.conn.execute(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = ?", (WHOLE_INDEX_NAME,)
+            ) as cursor:
+                (held,) = await cursor.fetchone()
+            assert held == (kind == "sqlite")  # a read never makes it
 
 
 async def test_a_run_start_in_memory_decodes_the_writes_and_no_checkpoint_but_the_seeds(

@@ -164,7 +164,9 @@ the drop of the one it replaces, all in one transaction."""
 
 
 @cache
-def _delta_history_sql(task_path: str, from_head: bool, channel: str = TOOL_STATE) -> str:
+def _delta_history_sql(
+    task_path: str, from_head: bool, channel: str = TOOL_STATE, whole: bool = True
+) -> str:
     """The statement of a delta-history read (:meth:`SqliteBackend.delta_history`): the parent
     chain from a checkpoint (itself first; the thread's newest where ``from_head``), by
     primary-key steps on the covering index, up to and including the first ancestor without
@@ -175,8 +177,11 @@ def _delta_history_sql(task_path: str, from_head: bool, channel: str = TOOL_STAT
     the checkpoint's own link (``'h'``: id, parent, turn stamp, depth, source, all from the
     index). One call to the database thread, not four. SQLite yields recursive rows as it
     makes them. ``task_path``: the column, or ``''`` where the table has none. ``channel``:
-    ``tool_state``, whose counters the covering index holds, or ``messages``, whose counters
-    each step reads from the row itself (a checkpoint row holds no messages but a snapshot's).
+    ``tool_state`` or ``messages``. ``whole``: each step asks :data:`WHOLE_INDEX_NAME`
+    whether the link may hold the channel whole; without it (a file an earlier release
+    indexed), each step reads the link's delta counter from its metadata. The ``'c'`` rows'
+    counter is then ``1`` or ``NULL``, its value from the metadata or ``NULL``: only whether
+    there is one matters.
 
     Parameters: thread and namespace, the checkpoint's id (left out ``from_head``: thread and
     namespace again), thread, namespace, the known checkpoint's id, thread, namespace, the
@@ -185,13 +190,14 @@ def _delta_history_sql(task_path: str, from_head: bool, channel: str = TOOL_STAT
 
     start = "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
     start = f"{start}ORDER BY checkpoint_id DESC LIMIT 1)" if from_head else "?"
+    stops = _stored_whole(channel) if whole else _counter("c.", channel)
     return (
         "WITH RECURSIVE chain(id, parent, counter, depth, stamp, source) AS ("
         f"SELECT checkpoint_id, parent_checkpoint_id, {_counter('', channel)}, 0, "
         f"{_meta(TURN_METADATA_KEY)}, "
         f"{_meta('source')} FROM checkpoints INDEXED BY {INDEX_NAME} "
         f"WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = {start} "
-        f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {_stored_whole(channel)}, "
+        f"UNION ALL SELECT c.checkpoint_id, c.parent_checkpoint_id, {stops}, "
         f"chain.depth + 1, NULL, NULL FROM chain CROSS JOIN checkpoints c INDEXED BY {INDEX_NAME} "
         "ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = chain.parent "
         "WHERE (chain.depth = 0 OR chain.counter IS NOT NULL) AND chain.id <> ? "
@@ -219,8 +225,9 @@ def _lineage_sql() -> str:
     )
 
 
-_INDEXES_EXIST_SQL = (
-    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name IN "
+_OUR_INDEXES = frozenset({INDEX_NAME, WHOLE_INDEX_NAME})
+_INDEXES_SQL = (
+    "SELECT name FROM sqlite_master WHERE type = 'index' AND name IN "
     f"('{INDEX_NAME}', '{WHOLE_INDEX_NAME}')"
 )
 
@@ -319,20 +326,25 @@ class SqliteBackend(SqlBackend):
             await self.saver.conn.commit()
 
     async def _indexed(self) -> bool:
-        """Whether the file has the lineage index and the index of whole values (remembered
-        once it has both; a file an earlier release indexed has only the first, and is read as
-        one without).
+        """Whether the file has the lineage index.
 
         A read never creates it: a reader may be pointed at a file it must not change (a
         copy, a read-only mount, another program's database). A writer creates it
         (:meth:`create_index`, which :class:`~mcp_state_versions.retention.
         PruningSqliteSaver` runs in its ``setup``), and so does ``mcp-state-versions index``.
         """
-        if getattr(self.saver, "_mcp_state_versions_index", False):
-            return True
-        found = (await self._rows(_INDEXES_EXIST_SQL, ()))[0][0] == 2
-        if found:
-            self.saver._mcp_state_versions_index = True  # type: ignore[attr-defined]
+        return INDEX_NAME in await self._indexes()
+
+    async def _indexes(self) -> frozenset[str]:
+        """Which of the library's indexes the file has: remembered once it has the lineage
+        index (a file an earlier release indexed has only that one, and its delta-history reads
+        climb by the links' metadata, unless this process's writer adds the other)."""
+        found = getattr(self.saver, "_mcp_state_versions_indexes", None)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+        found = frozenset(row[0] for row in await self._rows(_INDEXES_SQL, ()))
+        if INDEX_NAME in found:
+            self.saver._mcp_state_versions_indexes = found  # type: ignore[attr-defined]
         return found
 
     async def _check_index(self, thread_id: str, namespace: str, checkpoint_id: str | None) -> None:
@@ -375,11 +387,11 @@ class SqliteBackend(SqlBackend):
             (f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (v) VALUES (?)", (number,))
             for number in range(applied + 1, len(MIGRATIONS))
         ]
-        if not statements and (await self._rows(_INDEXES_EXIST_SQL, ()))[0][0] != 2:
+        if not statements and await self._indexes() != _OUR_INDEXES:
             statements = [(_create_index_sql(), ()), (_create_whole_index_sql(), ())]
         if statements:
             await self._write(statements)
-        self.saver._mcp_state_versions_index = True  # type: ignore[attr-defined]
+        self.saver._mcp_state_versions_indexes = _OUR_INDEXES  # type: ignore[attr-defined]
 
     async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
         if await self._indexed():
@@ -481,7 +493,8 @@ class SqliteBackend(SqlBackend):
 
         async def read(start: str | None, stop: str) -> ChainRead:
             where = (thread_id, namespace)
-            sql = _delta_history_sql(path, start is None, channel)
+            whole = WHOLE_INDEX_NAME in await self._indexes()
+            sql = _delta_history_sql(path, start is None, channel, whole)
             begin = where if start is None else (start,)
             found = await self._rows(sql, (*where, *begin, *where, stop, *where, channel, *where))
             links = sorted((r for r in found if r[0] == "c"), key=lambda r: r[4])
