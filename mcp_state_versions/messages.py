@@ -131,7 +131,7 @@ class _IndexCache:
     A cache of pure functions of a list (its index, and which of its messages call several
     tools), so that a merge into a 4,000-message list copies an index instead of building one
     from every message's id, and a model call's look for calls to several tools
-    (:func:`calling_several`) looks at the messages added since the last: the channel merges
+    (:func:`calling_several`) is a lookup, kept up by each merge: the channel merges
     each step's writes into the list it got from the step before, and a run start replays into
     the list the process last replayed (:data:`~mcp_state_versions.storage.REPLAYS`). Keyed by
     the list itself, which the cache holds, so its identity cannot pass to another list while

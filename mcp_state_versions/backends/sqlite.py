@@ -65,8 +65,8 @@ be stored whole: those whose metadata has no delta counter for it (a snapshot, o
 from before the channel's first write), a few in a hundred. A delta-history read climbs the
 parent chain until it meets one; it asks this index at each link instead of the link's
 metadata, which SQLite reads from the row and parses as JSON at every step (its releases before
-3.41 do not take an expression's value from an index that holds it): a third of a run start's
-statement at the far end of a long snapshot cycle."""
+3.41 do not take an expression's value from an index that holds it): about a fifth of a run
+start's statement at the far end of a long snapshot cycle."""
 
 _META_TEXT = "CAST(metadata AS TEXT)"
 
