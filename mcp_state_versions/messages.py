@@ -322,9 +322,10 @@ class _Merging:
         """The message at ``position`` is now ``message``: whether it calls several tools."""
         at = bisect.bisect_left(self.several, position)
         held = at < len(self.several) and self.several[at] == position
-        if _calls_several(message) and not held:
+        calls = _calls_several(message)
+        if calls and not held:
             self.several.insert(at, position)
-        elif held and not _calls_several(message):
+        elif held and not calls:
             del self.several[at]
 
     def _with_ids(self, right: list[BaseMessage]) -> list[BaseMessage]:

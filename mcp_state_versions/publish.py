@@ -449,7 +449,7 @@ def noted_messages(messages: Sequence[Any], stored: Sequence[Any] | None = None)
     """
     notes: dict[str, str] = {}
     for index in calling_several(messages, stored):
-        calls = _tool_calls(messages[index])
+        calls = messages[index].tool_calls  # (a list of two or more: what was looked for)
         notes.update(_contested(calls, messages[index + 1 : index + 1 + len(calls)]))
     if not notes:  # (the list itself where it is one: nothing to copy for the model)
         return messages if isinstance(messages, list) else list(messages)
@@ -459,11 +459,6 @@ def noted_messages(messages: Sequence[Any], stored: Sequence[Any] | None = None)
         else m
         for m in messages
     ]
-
-
-def _tool_calls(message: Any) -> Sequence[Any]:
-    calls = getattr(message, "tool_calls", None)
-    return calls if isinstance(calls, Sequence) else ()
 
 
 def _contested(calls: Sequence[Mapping[str, Any]], replies: Sequence[Any]) -> dict[str, str]:

@@ -226,9 +226,8 @@ def _lineage_sql() -> str:
 
 
 _OUR_INDEXES = frozenset({INDEX_NAME, WHOLE_INDEX_NAME})
-_INDEXES_SQL = (
-    "SELECT name FROM sqlite_master WHERE type = 'index' AND name IN "
-    f"('{INDEX_NAME}', '{WHOLE_INDEX_NAME}')"
+_INDEXES_SQL = "SELECT name FROM sqlite_master WHERE type = 'index' AND name IN " + (
+    "(" + ", ".join(f"'{name}'" for name in sorted(_OUR_INDEXES)) + ")"
 )
 
 _IDS_SQL = (
