@@ -219,6 +219,28 @@ def test_messages_calling_several_tools_as_a_fresh_look_finds_them(steps: list[A
             assert calling_several(state[::-1], state) == backwards
 
 
+def test_a_merged_list_answers_calling_several_without_looking_at_its_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The merge keeps the answer; asked of the merged list, or of a copy holding the very same
+    # messages beside it (create_agent's), no message is looked at. Another list is.
+    from mcp_state_versions import messages as module
+
+    calls = [{"name": "put", "args": {}, "id": f"call-{n}", "type": "tool_call"} for n in (1, 2)]
+    state = merge_messages(
+        [], [[HumanMessage("hi", id="h"), AIMessage("", tool_calls=calls, id="a")]]
+    )
+    state = merge_messages(state, [[ToolMessage("done", tool_call_id="call-1", id="t")]])
+    looked: list[Any] = []
+    real = module._calls_several
+    monkeypatch.setattr(module, "_calls_several", lambda m: looked.append(m) or real(m))
+    assert calling_several(state) == (1,)
+    assert calling_several(list(state), state) == (1,)
+    assert looked == []
+    assert calling_several(list(state)) == (1,)  # no entry: looked at whole
+    assert len(looked) == len(state)
+
+
 def _or_error(fn: Any, *args: Any) -> Any:
     try:
         return fn(*args)
@@ -255,6 +277,36 @@ def test_a_removal_of_an_unknown_id_fails_live_and_is_skipped_in_a_replay() -> N
         ]
     )
     assert [m.id for m in fresh.get()] == ["1"]
+
+
+def test_a_run_start_looks_only_at_the_writes_after_its_remembered_replay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Writes a remembered replay merged are not asked again whether they are an Overwrite;
+    # one stored after them still resets the list, as LangGraph's own replay does.
+    from langgraph.types import Overwrite
+
+    from mcp_state_versions import channels
+    from mcp_state_versions.storage import REPLAYS
+
+    REPLAYS.clear()
+    channel = messages_channel().__metadata__[0]
+    writes = [(f"t{n}", "messages", [HumanMessage(str(n), id=str(n))]) for n in range(5)]
+    channel.from_checkpoint(None).replay_writes(writes)
+    asked: list[Any] = []
+    real = channels.overwrite_of
+    monkeypatch.setattr(channels, "overwrite_of", lambda v: asked.append(v) or real(v))
+    later = [*writes, ("t5", "messages", [HumanMessage("5", id="5")])]
+    again = channel.from_checkpoint(None)
+    again.replay_writes(later)
+    assert [m.id for m in again.get()] == [str(n) for n in range(6)]
+    assert asked == [later[-1][2]]
+    reset = [*later, ("t6", "messages", Overwrite([AIMessage("new", id="n")]))]
+    reset.append(("t7", "messages", [HumanMessage("7", id="7")]))
+    last = channel.from_checkpoint(None)
+    last.replay_writes(reset)
+    assert [m.id for m in last.get()] == ["n", "7"]
+    assert last.written == 8  # every write since the seed counted (an Overwrite as one)
 
 
 def test_replace_remove_and_remove_all_as_add_messages() -> None:
