@@ -16,15 +16,14 @@ import asyncio
 import contextlib
 import io
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .common import quick_repeats
+from .common import quick_repeats, timed_side_by_side
 
 TARGET_S = 0.3
 """``--help`` and ``--version`` answer within this (issue target)."""
@@ -49,22 +48,28 @@ def _installed_env() -> dict[str, str]:
 
 
 def _timed(commands: dict[str, list[str]], repeat: int) -> dict[str, dict[str, float]]:
-    """Each of ``commands`` run ``repeat`` times, in turn within each repetition (the order
-    rotating), so whatever else the machine does weighs on all of them alike and a ratio
-    between two of them is not skewed by when each happened to run."""
+    """Each of ``commands`` run ``repeat`` times side by side (:func:`timed_side_by_side`: in
+    turn within each repetition, the order rotating), in seconds."""
     env = _installed_env()
     for command in commands.values():  # writes the bytecode
         subprocess.run(command, capture_output=True, check=True, env=env)
-    names = list(commands)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(repeat):
-        for name in names[rep % len(names) :] + names[: rep % len(names)]:
-            started = time.perf_counter()
-            subprocess.run(commands[name], capture_output=True, check=True, env=env)
-            samples[name].append(time.perf_counter() - started)
+
+    def started(command: list[str]) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            process = await asyncio.create_subprocess_exec(
+                *command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+            )
+            out, err = await process.communicate()
+            if process.returncode:
+                raise subprocess.CalledProcessError(process.returncode, command, out, err)
+
+        return run
+
+    found = asyncio.run(
+        timed_side_by_side({name: started(c) for name, c in commands.items()}, repeat)
+    )
     return {
-        name: {"median": statistics.median(found), "max": max(found)}
-        for name, found in samples.items()
+        name: {"median": t["median"] / 1000, "max": t["max"] / 1000} for name, t in found.items()
     }
 
 
