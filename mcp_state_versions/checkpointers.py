@@ -26,7 +26,9 @@ class CheckpointerSpecError(ValueError):
 
 
 class NotACheckpointDatabase(CheckpointerSpecError):
-    """The spec names a file that exists but is not a LangGraph checkpoint database."""
+    """The spec names a file or database that exists but is not a LangGraph checkpoint
+    database a reader can read (for PostgreSQL: its tables missing, or at an older migration
+    than the installed LangGraph reads)."""
 
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -56,6 +58,9 @@ async def open_checkpointer(
     * ``postgres:DSN``: a PostgreSQL database through a connection pool (extra ``postgres``);
       ``postgresql://...`` is accepted as is. The server is tried once with a
       ``CONNECT_TIMEOUT_S`` timeout first, so a wrong DSN fails fast, with the server's reason.
+      With ``read_only=True`` nothing is set up, the server refuses any write on the pool's
+      connections, and the database must already hold LangGraph's tables at the installed
+      saver's migration: a role granted only ``SELECT`` can read.
 
     Raises :class:`CheckpointerSpecError` for a spec that names no backend or cannot be opened.
     """
@@ -78,7 +83,9 @@ async def open_checkpointer(
         from .retention import open_postgres_saver
 
         await _check_postgres(target)
-        async with open_postgres_saver(target) as saver:
+        async with open_postgres_saver(target, read_only=read_only) as saver:
+            if read_only:
+                await _check_postgres_tables(saver, target)
             yield saver
     else:
         raise CheckpointerSpecError(f"unknown checkpointer {spec!r}; use {SPEC_HELP}")
@@ -185,6 +192,44 @@ async def _check_postgres(dsn: str) -> None:
             raise StoreUnavailable(message) from None
         raise CheckpointerSpecError(message) from None
     await connection.close()
+
+
+async def _check_postgres_tables(saver: BaseCheckpointSaver, dsn: str) -> None:
+    """Refuse a database a reader cannot read: no LangGraph checkpoint tables, or tables at an
+    older migration than this LangGraph's saver reads (its queries name columns added since).
+
+    A writer sets the tables up (``setup``); a reader opened with ``read_only=True`` does not,
+    so it says what is missing in one line instead of failing in the middle of a read."""
+    found = None
+    async with saver.conn.connection() as connection:  # type: ignore[attr-defined]
+        row = await (
+            await connection.execute(
+                "SELECT to_regclass('checkpoints') IS NOT NULL"
+                " AND to_regclass('checkpoint_writes') IS NOT NULL"
+                " AND to_regclass('checkpoint_blobs') IS NOT NULL AS tables,"
+                " to_regclass('checkpoint_migrations') IS NOT NULL AS migrations"
+            )
+        ).fetchone()
+        if row["tables"] and row["migrations"]:
+            found = (
+                await (
+                    await connection.execute("SELECT max(v) AS v FROM checkpoint_migrations")
+                ).fetchone()
+            )["v"]
+    where = _redacted(dsn)
+    if not row["tables"]:
+        raise NotACheckpointDatabase(
+            f"{where} has no LangGraph checkpoint tables (checkpoints, checkpoint_writes, "
+            "checkpoint_blobs); give the database your agent's PostgresSaver writes to"
+        )
+    needed = len(saver.MIGRATIONS) - 1  # type: ignore[attr-defined]
+    if found is None or found < needed:
+        at = "no recorded migration" if found is None else f"migration {found}"
+        raise NotACheckpointDatabase(
+            f"{where} holds LangGraph's tables at {at}, and the installed LangGraph reads "
+            f"migration {needed}: let a writer set them up once (your agent's "
+            "saver.setup()), then read"
+        )
 
 
 def _redacted(dsn: str) -> str:

@@ -16,8 +16,8 @@
     mcp-state-versions serve   --checkpointer SPEC [--host 127.0.0.1] [--port 8000] [--json]
 
 ``SPEC`` is ``memory``, ``sqlite:PATH`` or ``postgres:DSN``. Commands that only read
-(``inspect``, ``turns``, ``threads``, ``serve``) open a SQLite file read-only and change nothing
-in it. ``inspect`` resolves a read exactly as ``inspect_state`` and the HTTP API do (all three
+(``inspect``, ``turns``, ``threads``, ``serve``, and dry runs) open a SQLite file read-only and
+change nothing in it; on PostgreSQL they set nothing up, and the server refuses their writes. ``inspect`` resolves a read exactly as ``inspect_state`` and the HTTP API do (all three
 call :mod:`mcp_state_versions.resolve`), and its exit code says which answer it was, so scripts
 can branch on it (see :data:`EXIT_CODES`).
 
@@ -69,7 +69,8 @@ exit codes:
   5  the key was not set yet at that turn (HTTP 404 key_not_set_yet)
   6  unknown thread, checkpoint or key (HTTP 404 unknown_thread, unknown_checkpoint,
      unknown_key)
-  7  the file is not a LangGraph checkpoint database
+  7  the file or database is not a LangGraph checkpoint database (PostgreSQL: no tables, or
+     tables at an older migration than the installed LangGraph reads)
   8  the stored state is damaged where the read needed it (HTTP 500 damaged_state)
   9  the store did not answer (a PostgreSQL server down or unreachable), or cannot be written
      (HTTP 503 store_unavailable)

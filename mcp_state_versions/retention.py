@@ -415,7 +415,9 @@ def _readable(fd: int) -> bool:
 
 
 @asynccontextmanager
-async def open_postgres_saver(dsn: str, *, max_size: int = 4) -> AsyncIterator[Any]:
+async def open_postgres_saver(
+    dsn: str, *, max_size: int = 4, read_only: bool = False
+) -> AsyncIterator[Any]:
     """An ``AsyncPostgresSaver`` on a connection pool to ``dsn``, set up (extra ``postgres``).
 
     The pool's connections use the settings the saver's documentation gives: autocommit (its
@@ -423,6 +425,13 @@ async def open_postgres_saver(dsn: str, *, max_size: int = 4) -> AsyncIterator[A
     prepared at their first execution (``prepare_threshold=0``; the library's lookups by a
     list of checkpoints opt out, see :mod:`mcp_state_versions.backends.postgres`), and dict
     rows.
+
+    ``read_only=True`` is a reader's pool: nothing is set up (a reader never creates tables, and
+    a role allowed only to read may not), the server refuses any write on its connections
+    (``default_transaction_read_only``, set as each connection opens, so a DSN's own
+    ``options`` stay as given), and it opens one connection up front, growing to ``max_size``
+    only as reads overlap. Whether the tables are there to read is the caller's to check
+    (:func:`mcp_state_versions.checkpointers.open_checkpointer` does).
     """
     try:
         from psycopg.rows import dict_row
@@ -443,18 +452,27 @@ async def open_postgres_saver(dsn: str, *, max_size: int = 4) -> AsyncIterator[A
     # kept the pool away for 9 s more).
     pool = AsyncConnectionPool(
         dsn,
-        min_size=min(4, max_size),  # the pool's default, or fewer for a smaller pool
+        # the pool's default, or fewer for a smaller pool; a reader's commands read once
+        min_size=1 if read_only else min(4, max_size),
         max_size=max_size,
         kwargs=kwargs,
         open=False,
+        configure=_refuse_writes if read_only else None,
         check=_check_idle,
         timeout=POOL_TIMEOUT_S,
         reconnect_timeout=RECONNECT_S,
     )
     async with pool:
         saver = _postgres_saver_class()(pool)
-        await saver.setup()
+        if not read_only:
+            await saver.setup()
         yield saver
+
+
+async def _refuse_writes(connection: Any) -> None:
+    """A reader's connection, as it opens: every transaction on it is read-only, so a write
+    from any code path fails at the server instead of changing the store."""
+    await connection.execute("SET default_transaction_read_only = on")
 
 
 @dataclass(frozen=True, slots=True)

@@ -401,6 +401,93 @@ def test_readers_change_nothing_in_the_file_they_read(
     assert INDEX_NAME in indexes
 
 
+@pytest.mark.postgres
+def test_postgres_readers_need_only_select_and_set_nothing_up() -> None:
+    """A read command on PostgreSQL sets nothing up and writes nothing: a role granted only
+    ``SELECT`` on LangGraph's tables reads a thread (a dry run included); a database without
+    those tables, or with them at an older migration, is told so in one line (exit 7) and left
+    as it was; and the server itself refuses a write through a reader's saver."""
+    import asyncio
+    from uuid import uuid4
+
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.conninfo import make_conninfo
+
+    from mcp_state_versions.agent import run_turn
+    from mcp_state_versions.checkpointers import open_checkpointer
+    from mcp_state_versions.retention import open_postgres_saver
+
+    from .conftest import PG_DSN, postgres_unavailable
+    from .helpers import agent_on
+
+    try:
+        admin = psycopg.connect(PG_DSN, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as error:
+        postgres_unavailable(error)
+    suffix = uuid4().hex[:12]
+    role, database, thread = f"msv_reader_{suffix}", f"msv_empty_{suffix}", f"ro-{suffix}"
+
+    async def write() -> None:
+        async with open_postgres_saver(PG_DSN) as saver:
+            for text in ["find Copenhagen", "find Aarhus"]:
+                await run_turn(agent_on(saver, ring_size=0), thread, text)
+
+    async def delete_through_a_reader() -> None:
+        async with open_checkpointer(f"postgres:{PG_DSN}", read_only=True) as saver:
+            with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+                await saver.adelete_thread(thread)
+
+    def tables(dsn: str) -> int:
+        with psycopg.connect(dsn) as connection:
+            found = connection.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchone()
+        return found[0] if found else 0
+
+    asyncio.run(write())
+    try:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        admin.execute(
+            "GRANT SELECT ON checkpoints, checkpoint_writes, checkpoint_blobs, "
+            f'checkpoint_migrations TO "{role}"'
+        )
+        reader = f"postgres:{make_conninfo(PG_DSN, user=role)}"
+        for command in (
+            ["turns"],
+            ["prune", "--keep-turns", "1", "--dry-run"],
+            ["inspect"],
+            ["inspect", BBOX, "--turn", "1", "--json"],
+        ):
+            done = _cli(command[0], "--checkpointer", reader, "--thread", thread, *command[1:])
+            assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        assert json.loads(done.stdout)["value"] == [12.4, 55.5, 12.7, 55.8]
+        done = _cli("threads", "--checkpointer", reader, "--contains", suffix, "--json")
+        assert done.returncode == 0, done.stderr
+        assert [t["thread_id"] for t in json.loads(done.stdout)["threads"]] == [thread]
+
+        asyncio.run(delete_through_a_reader())
+        assert _cli("turns", "--checkpointer", reader, "--thread", thread).returncode == 0
+
+        admin.execute(f'CREATE DATABASE "{database}"')
+        empty = make_conninfo(PG_DSN, dbname=database)
+        done = _cli("turns", "--checkpointer", f"postgres:{empty}", "--thread", "t")
+        _one_line(done, 7, "no LangGraph checkpoint tables")
+        assert tables(empty) == 0
+        with PostgresSaver.from_conn_string(empty) as saver:
+            saver.setup()
+        with psycopg.connect(empty, autocommit=True) as connection:
+            connection.execute("DELETE FROM checkpoint_migrations WHERE v > 5")
+        done = _cli("inspect", "--checkpointer", f"postgres:{empty}", "--thread", "t")
+        _one_line(done, 7, "at migration 5", "saver.setup()")
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        if admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+            admin.execute(f'DROP OWNED BY "{role}"')  # its grants
+            admin.execute(f'DROP ROLE "{role}"')
+        admin.close()
+
+
 def test_prune_on_a_file_it_cannot_write_is_one_line() -> None:
     """Without write access to the file: read-only by its mode, or, for root (who writes
     through any mode), immutable (``chattr +i``)."""
