@@ -404,9 +404,10 @@ def test_readers_change_nothing_in_the_file_they_read(
 @pytest.mark.postgres
 def test_postgres_readers_need_only_select_and_set_nothing_up() -> None:
     """A read command on PostgreSQL sets nothing up and writes nothing: a role granted only
-    ``SELECT`` on LangGraph's tables reads a thread (a dry run included); a database without
-    those tables, or with them at an older migration, is told so in one line (exit 7) and left
-    as it was; and the server itself refuses a write through a reader's saver."""
+    ``SELECT`` on LangGraph's tables reads a thread (dry runs and ``serve`` included); a
+    database without those tables, or with them at an older migration, is told so in one line
+    (exit 7) and left as it was; and the server itself refuses a write through a reader's
+    saver."""
     import asyncio
     from uuid import uuid4
 
@@ -465,6 +466,21 @@ def test_postgres_readers_need_only_select_and_set_nothing_up() -> None:
         done = _cli("threads", "--checkpointer", reader, "--contains", suffix, "--json")
         assert done.returncode == 0, done.stderr
         assert [t["thread_id"] for t in json.loads(done.stdout)["threads"]] == [thread]
+
+        with free_port() as port:
+            server = subprocess.Popen(
+                [*cli_command(), "serve", "--checkpointer", reader, "--port", str(port)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        try:
+            url = f"http://127.0.0.1:{port}/threads/{thread}"
+            assert wait_for_http(f"{url}/turns", server).json()["total"] == 2
+            for path in ("/timeline", "/turns/1", f"/state/{BBOX}/versions"):
+                assert wait_for_http(url + path, server).status_code == 200, path
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
 
         asyncio.run(delete_through_a_reader())
         assert _cli("turns", "--checkpointer", reader, "--thread", thread).returncode == 0
