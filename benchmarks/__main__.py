@@ -73,7 +73,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     figures["pattern"] = pattern.measure(repeat)
     figures["close_keys"] = close_keys.measure(repeat)
     # (its own processes and its demo's event loop, away from this one)
-    figures["cli"] = await asyncio.to_thread(cli.measure, 5 if args.quick else 15)
+    figures["cli"] = await asyncio.to_thread(cli.measure, 5 if args.quick else 31)
     figures["writes_turns"] = 6 if args.quick else 50
     figures["writes"] = {}
     for backend in backends:
@@ -109,6 +109,8 @@ def _render(figures: dict[str, Any]) -> None:
         print(
             "\nThe command line's start-up (python -m benchmarks.cli):\n"
             + cli.table(figures["cli"])
+            + "\n\n"
+            + cli.summary(figures["cli"])
         )
     if "close_keys" in figures:
         print(

@@ -2,10 +2,11 @@
 
 A person types these, and scripts call them in loops, so the process's own start-up is what
 they wait for. Measured beside the floor of the same work: an interpreter that does nothing,
-one that opens the SQLite file and reads one row, and one that imports LangGraph's own
-``SqliteSaver`` and reads the thread's newest checkpoint (what any reader of a LangGraph store
-does at the least: a read command should cost no more than that). The commands run in turn
-within each repetition, so the machine's drift weighs on all of them alike.
+one that opens the SQLite file and reads one row, the same read (``turns``) through the
+library's Python API (its connection and its read: what the command should cost at most), and
+LangGraph's own saver importing and reading the thread's newest checkpoint (what any reader of a
+LangGraph store does at the least), on SQLite and on PostgreSQL. The commands run in turn within
+each repetition, so the machine's drift weighs on all of them alike.
 
     python -m benchmarks.cli [--quick]
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -23,16 +25,48 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .common import quick_repeats, timed_side_by_side
+from .common import PG_DSN, quick_repeats, timed_side_by_side
 
 TARGET_S = 0.3
 """``--help`` and ``--version`` answer within this (issue target)."""
 
 SAVER_READ = "LangGraph's SqliteSaver: its newest checkpoint"
-"""The floor of a read: LangGraph's own saver, imported, reading the thread's newest checkpoint
-(what any reader of a LangGraph store does at the least)."""
+"""The floor of any read: LangGraph's own saver, imported, reading the thread's newest
+checkpoint (what any reader of a LangGraph store does at the least)."""
+
+API_READ = "the library's API: the same read"
+"""The command's own floor: its connection and its read, through the library's Python API in a
+fresh process (``open_checkpointer`` read-only, ``CheckpointHistory.turns``)."""
 
 READ = "turns (a read)"
+
+PG_SAVER_READ = "LangGraph's PostgresSaver: its newest checkpoint"
+PG_READ = "turns on PostgreSQL (a read)"
+
+_API_READ = """\
+import asyncio, sys
+from mcp_state_versions import CheckpointHistory, open_checkpointer
+
+async def read():
+    async with open_checkpointer(sys.argv[1], read_only=True) as saver:
+        print((await CheckpointHistory(saver).turns(sys.argv[2])).total)
+
+asyncio.run(read())
+"""
+
+_SQLITE_SAVER_READ = (
+    "import sqlite3, sys; from langgraph.checkpoint.sqlite import SqliteSaver; "
+    "SqliteSaver(sqlite3.connect(sys.argv[1])).get_tuple("
+    "{'configurable': {'thread_id': sys.argv[2], 'checkpoint_ns': ''}})"
+)
+
+_PG_SAVER_READ = """\
+import sys
+from langgraph.checkpoint.postgres import PostgresSaver
+
+with PostgresSaver.from_conn_string(sys.argv[1]) as saver:
+    saver.get_tuple({"configurable": {"thread_id": sys.argv[2], "checkpoint_ns": ""}})
+"""
 
 _SCRIPT = [sys.executable, "-m", "mcp_state_versions.cli"]
 
@@ -74,42 +108,38 @@ def _timed(commands: dict[str, list[str]], repeat: int) -> dict[str, dict[str, f
 
 
 def measure(repeat: int) -> dict[str, Any]:
-    from mcp_state_versions.demo import main as demo
-
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "demo.sqlite"
-        with contextlib.redirect_stdout(io.StringIO()):  # the demo's threads, as a newcomer's
-            demo(f"sqlite:{path}", as_json=True)
-        thread = asyncio.run(_first_thread(path))
+        thread = _demo_thread(f"sqlite:{path}")
+        pg_thread = _demo_thread(f"postgres:{PG_DSN}")
+        sqlite = f"sqlite:{path}"
+        postgres = f"postgres:{PG_DSN}"
         read = "import sqlite3; sqlite3.connect(sys.argv[1]).execute('SELECT 1 FROM checkpoints')"
-        saver_read = (
-            "import sqlite3; from langgraph.checkpoint.sqlite import SqliteSaver; "
-            "SqliteSaver(sqlite3.connect(sys.argv[1])).get_tuple("
-            "{'configurable': {'thread_id': sys.argv[2], 'checkpoint_ns': ''}})"
-        )
+        python = sys.executable
         return _timed(
             {
-                "python -c pass": [sys.executable, "-c", "pass"],
+                "python -c pass": [python, "-c", "pass"],
                 "--version": [*_SCRIPT, "--version"],
                 "--help": [*_SCRIPT, "--help"],
-                "sqlite3 open and one row": [
-                    sys.executable,
-                    "-c",
-                    f"import sys; {read}",
-                    str(path),
-                ],
-                SAVER_READ: [sys.executable, "-c", f"import sys; {saver_read}", str(path), thread],
-                READ: [*_SCRIPT, "turns", "--checkpointer", f"sqlite:{path}", "--thread", thread],
+                "sqlite3 open and one row": [python, "-c", f"import sys; {read}", str(path)],
+                SAVER_READ: [python, "-c", _SQLITE_SAVER_READ, str(path), thread],
+                API_READ: [python, "-c", _API_READ, sqlite, thread],
+                READ: [*_SCRIPT, "turns", "--checkpointer", sqlite, "--thread", thread],
+                PG_SAVER_READ: [python, "-c", _PG_SAVER_READ, PG_DSN, pg_thread],
+                PG_READ: [*_SCRIPT, "turns", "--checkpointer", postgres, "--thread", pg_thread],
             },
             repeat,
         )
 
 
-async def _first_thread(path: Path) -> str:
-    from mcp_state_versions import list_threads, open_checkpointer
+def _demo_thread(spec: str) -> str:
+    """The demo's first thread, written afresh into ``spec`` (its ids are new each run)."""
+    from mcp_state_versions.demo import main as demo
 
-    async with open_checkpointer(f"sqlite:{path}", read_only=True) as saver:
-        return (await list_threads(saver, limit=1)).threads[0].thread_id
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):  # the demo's threads, as a newcomer's
+        demo(spec, as_json=True)
+    return str(json.loads(printed.getvalue().splitlines()[0])["thread_id"])
 
 
 def table(figures: dict[str, Any]) -> str:
@@ -121,13 +151,24 @@ def table(figures: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    figures = measure(quick_repeats("python -m benchmarks.cli", 15))
+    figures = measure(quick_repeats("python -m benchmarks.cli", 31))
     print(table(figures))
     worst = max(figures[name]["max"] for name in ("--version", "--help"))
     print(f"\n--help and --version: worst {worst:.2f} s (target ≤ {TARGET_S} s)")
-    print(
-        f"a read ÷ LangGraph's saver reading its newest checkpoint: "
-        f"{figures[READ]['median'] / figures[SAVER_READ]['median']:.2f}×"
+    print(summary(figures))
+
+
+def summary(figures: dict[str, Any]) -> str:
+    """The ratios the targets name, from :func:`measure`'s figures."""
+
+    def over(a: str, b: str) -> str:
+        return f"{figures[a]['median'] / figures[b]['median']:.2f}×"
+
+    return (
+        f"a read ÷ the same read through the library's API: {over(READ, API_READ)} "
+        "(target ≤ 1×: its connection and its read)\n"
+        f"a read ÷ LangGraph's saver reading its newest checkpoint: {over(READ, SAVER_READ)} "
+        f"on SQLite, {over(PG_READ, PG_SAVER_READ)} on PostgreSQL"
     )
 
 

@@ -17,9 +17,10 @@
 
 ``SPEC`` is ``memory``, ``sqlite:PATH`` or ``postgres:DSN``. Commands that only read
 (``inspect``, ``turns``, ``threads``, ``serve``, and dry runs) open a SQLite file read-only and
-change nothing in it; on PostgreSQL they set nothing up, and the server refuses their writes. ``inspect`` resolves a read exactly as ``inspect_state`` and the HTTP API do (all three
-call :mod:`mcp_state_versions.resolve`), and its exit code says which answer it was, so scripts
-can branch on it (see :data:`EXIT_CODES`).
+change nothing in it; on PostgreSQL they set nothing up, and the server refuses their writes.
+``inspect`` resolves a read exactly as ``inspect_state`` and the HTTP API do (all three call
+:mod:`mcp_state_versions.resolve`), and its exit code says which answer it was, so scripts can
+branch on it (see :data:`EXIT_CODES`).
 
 Standard output carries only what was asked for: a value, a listing, a report. Every other
 outcome goes to standard error, one line addressed to the person at the terminal in terms of
@@ -36,7 +37,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +127,39 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def _parser() -> argparse.ArgumentParser:
-    from .checkpointers import SPEC_HELP
+class _Command(argparse.ArgumentParser):
+    """A command's parser that adds its arguments when it is first used (to parse, or to print
+    its help).
 
+    A run uses one command. Adding an argument asks the terminal's size and the locale's
+    translations, so adding every command's up front cost each run more than parsing its own
+    (``benchmarks.cli``)."""
+
+    def __init__(
+        self, *args: Any, arguments: Callable[[_Command], None] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._arguments = arguments
+
+    def _complete(self) -> None:
+        arguments, self._arguments = self._arguments, None
+        if arguments is not None:
+            arguments(self)
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        self._complete()
+        return super().parse_known_args(*args, **kwargs)
+
+    def format_help(self) -> str:
+        self._complete()
+        return super().format_help()
+
+    def format_usage(self) -> str:
+        self._complete()
+        return super().format_usage()
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-state-versions",
         description="Versioned session state for LangGraph agents.",
@@ -136,18 +167,30 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action=_Version)
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    def command(name: str, text: str) -> argparse.ArgumentParser:
-        return commands.add_parser(
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Command)
+    for name, (text, arguments) in _COMMANDS.items():
+        commands.add_parser(
             name,
             help=text,
             description=text,
             epilog=_EPILOG,
             formatter_class=argparse.RawDescriptionHelpFormatter,
+            arguments=arguments,
         )
+    return parser
 
-    demo = command("demo", "run the demo conversation through the agent loop")
+
+def _spec_help() -> str:
+    from .checkpointers import SPEC_HELP
+
+    return SPEC_HELP
+
+
+def _json(parser: argparse.ArgumentParser, text: str = "print JSON") -> None:
+    parser.add_argument("--json", action="store_true", help=text)
+
+
+def _demo_arguments(demo: argparse.ArgumentParser) -> None:
     where = demo.add_mutually_exclusive_group()
     where.add_argument(
         "--db",
@@ -155,61 +198,67 @@ def _parser() -> argparse.ArgumentParser:
         help="the SQLite file to keep the demo's threads in "
         "(default: demo.sqlite in the current directory)",
     )
-    where.add_argument("--checkpointer", metavar="SPEC", help=SPEC_HELP)
+    where.add_argument("--checkpointer", metavar="SPEC", help=_spec_help())
     demo.add_argument(
         "--model",
         metavar="PROVIDER:NAME",
         help="a real chat model through LangChain's init_chat_model (default: scripted)",
     )
-    demo.add_argument("--json", action="store_true", help="print each turn as a line of JSON")
+    _json(demo, "print each turn as a line of JSON")
 
-    def thread_command(name: str, text: str) -> argparse.ArgumentParser:
-        parsed = command(name, text)
-        parsed.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
-        parsed.add_argument("--thread", required=True, help="the thread id")
-        return parsed
 
-    inspect = thread_command("inspect", "read a thread's state, now or as of a turn")
+def _thread_arguments(parsed: argparse.ArgumentParser) -> None:
+    parsed.add_argument("--checkpointer", metavar="SPEC", required=True, help=_spec_help())
+    parsed.add_argument("--thread", required=True, help="the thread id")
+
+
+def _reader_arguments(reader: argparse.ArgumentParser) -> None:
+    reader.add_argument("--namespace", default="", help="a persistent subgraph's namespace")
+    reader.add_argument(
+        "--checkpoint",
+        metavar="ID",
+        help="read the branch that ends at this checkpoint (default: the newest)",
+    )
+
+
+def _inspect_arguments(inspect: argparse.ArgumentParser) -> None:
+    _thread_arguments(inspect)
     inspect.add_argument("key", nargs="?", help="a key; omit to list every key")
     inspect.add_argument("--turn", type=int, help="the key's value at the end of this turn")
     inspect.add_argument("--versions", action="store_true", help="every version the key kept")
-    inspect.add_argument("--namespace", default="", help="a persistent subgraph's namespace")
-    inspect.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    _reader_arguments(inspect)
+    _json(inspect, "print JSON instead of tables")
 
-    turns = thread_command("turns", "how many turns a thread has had, and which are retained")
-    turns.add_argument("--namespace", default="", help="a persistent subgraph's namespace")
-    turns.add_argument("--json", action="store_true", help="print JSON")
-    for reader in (inspect, turns):
-        reader.add_argument(
-            "--checkpoint",
-            metavar="ID",
-            help="read the branch that ends at this checkpoint (default: the newest)",
-        )
 
-    threads = command("threads", "list a store's threads, newest first")
-    threads.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
+def _turns_arguments(turns: argparse.ArgumentParser) -> None:
+    _thread_arguments(turns)
+    _reader_arguments(turns)
+    _json(turns)
+
+
+def _threads_arguments(threads: argparse.ArgumentParser) -> None:
+    threads.add_argument("--checkpointer", metavar="SPEC", required=True, help=_spec_help())
     threads.add_argument("--contains", metavar="TEXT", help="only threads whose id contains TEXT")
     threads.add_argument("--limit", type=int, default=50, help="threads per page (default 50)")
     threads.add_argument("--before", metavar="CURSOR", help="the page after this cursor")
-    threads.add_argument("--json", action="store_true", help="print JSON")
+    _json(threads)
 
-    index = command(
-        "index", "create the indexes that make reads of a SQLite file fast (writes them)"
-    )
+
+def _index_arguments(index: argparse.ArgumentParser) -> None:
     index.add_argument("--checkpointer", metavar="SQLITE_SPEC", required=True, help="sqlite:PATH")
-    index.add_argument("--json", action="store_true", help="print JSON")
+    _json(index)
 
-    prune = thread_command("prune", "remove old turns and/or abandoned branches of a thread")
+
+def _prune_arguments(prune: argparse.ArgumentParser) -> None:
+    _thread_arguments(prune)
     prune.add_argument("--keep-turns", type=int, metavar="N", help="keep the last N turns")
     prune.add_argument("--drop-abandoned", action="store_true", help="delete forked-off branches")
     prune.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
-    prune.add_argument("--json", action="store_true", help="print JSON")
+    _json(prune)
 
-    sweep = command(
-        "sweep",
-        "apply a retention policy to every thread: delete idle ones, prune the others",
-    )
-    sweep.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
+
+def _sweep_arguments(sweep: argparse.ArgumentParser) -> None:
+    sweep.add_argument("--checkpointer", metavar="SPEC", required=True, help=_spec_help())
     sweep.add_argument("--keep-turns", type=int, metavar="N", help="keep each thread's last turns")
     sweep.add_argument(
         "--idle-for",
@@ -223,10 +272,11 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument(
         "--vacuum", action="store_true", help="SQLite: VACUUM afterwards, reporting the bytes freed"
     )
-    sweep.add_argument("--json", action="store_true", help="print the report as JSON")
+    _json(sweep, "print the report as JSON")
 
-    serve = command("serve", "serve the HTTP API (extra 'api')")
-    serve.add_argument("--checkpointer", metavar="SPEC", required=True, help=SPEC_HELP)
+
+def _serve_arguments(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument("--checkpointer", metavar="SPEC", required=True, help=_spec_help())
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
     serve.add_argument("--port", type=_port, default=8000, help="default: 8000")
     serve.add_argument(
@@ -243,10 +293,26 @@ def _parser() -> argparse.ArgumentParser:
         help="serve a non-loopback --host without a token (anyone who can reach it reads every "
         "thread); refused otherwise",
     )
-    serve.add_argument(
-        "--json", action="store_true", help="print where it listens as JSON, then serve"
-    )
-    return parser
+    _json(serve, "print where it listens as JSON, then serve")
+
+
+_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "demo": ("run the demo conversation through the agent loop", _demo_arguments),
+    "inspect": ("read a thread's state, now or as of a turn", _inspect_arguments),
+    "turns": ("how many turns a thread has had, and which are retained", _turns_arguments),
+    "threads": ("list a store's threads, newest first", _threads_arguments),
+    "index": (
+        "create the indexes that make reads of a SQLite file fast (writes them)",
+        _index_arguments,
+    ),
+    "prune": ("remove old turns and/or abandoned branches of a thread", _prune_arguments),
+    "sweep": (
+        "apply a retention policy to every thread: delete idle ones, prune the others",
+        _sweep_arguments,
+    ),
+    "serve": ("serve the HTTP API (extra 'api')", _serve_arguments),
+}
+"""Every command: its one-line help, and what adds its arguments (:class:`_Command`)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
