@@ -194,6 +194,16 @@ async def _check_postgres(dsn: str) -> None:
     await connection.close()
 
 
+_TABLES_THERE = (
+    "SELECT to_regclass('checkpoints') IS NOT NULL"
+    " AND to_regclass('checkpoint_writes') IS NOT NULL"
+    " AND to_regclass('checkpoint_blobs') IS NOT NULL AS tables,"
+    " to_regclass('checkpoint_migrations') IS NOT NULL AS migrations"
+)
+"""Whether LangGraph's PostgreSQL tables are there (on the connection's search path, as the
+saver's own statements name them), without failing where they are not."""
+
+
 async def _check_postgres_tables(saver: BaseCheckpointSaver, dsn: str) -> None:
     """Refuse a database a reader cannot read: no LangGraph checkpoint tables, or tables at an
     older migration than this LangGraph's saver reads (its queries name columns added since).
@@ -202,20 +212,10 @@ async def _check_postgres_tables(saver: BaseCheckpointSaver, dsn: str) -> None:
     so it says what is missing in one line instead of failing in the middle of a read."""
     found = None
     async with saver.conn.connection() as connection:  # type: ignore[attr-defined]
-        row = await (
-            await connection.execute(
-                "SELECT to_regclass('checkpoints') IS NOT NULL"
-                " AND to_regclass('checkpoint_writes') IS NOT NULL"
-                " AND to_regclass('checkpoint_blobs') IS NOT NULL AS tables,"
-                " to_regclass('checkpoint_migrations') IS NOT NULL AS migrations"
-            )
-        ).fetchone()
+        row = await (await connection.execute(_TABLES_THERE)).fetchone()
         if row["tables"] and row["migrations"]:
-            found = (
-                await (
-                    await connection.execute("SELECT max(v) AS v FROM checkpoint_migrations")
-                ).fetchone()
-            )["v"]
+            cursor = await connection.execute("SELECT max(v) AS v FROM checkpoint_migrations")
+            found = (await cursor.fetchone())["v"]
     where = _redacted(dsn)
     if not row["tables"]:
         raise NotACheckpointDatabase(
