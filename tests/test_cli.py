@@ -139,6 +139,22 @@ def test_every_command_takes_json() -> None:
     assert missing == []
 
 
+def test_a_run_adds_only_its_own_commands_arguments() -> None:
+    """Parsing ``turns`` adds ``turns``'s arguments and no other command's; each command's
+    help, asked for alone, still shows its own (``test_every_command_takes_json``)."""
+    from mcp_state_versions.cli import _parser
+
+    parser = _parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    args = parser.parse_args(["turns", "--checkpointer", "memory", "--thread", "t", "--json"])
+    assert (args.command, args.thread, args.json) == ("turns", "t", True)
+    added = {name: [a.dest for a in command._actions] for name, command in commands.items()}
+    assert added.pop("turns") == ["help", "checkpointer", "thread", "namespace", "checkpoint",
+                                  "json"]  # fmt: skip
+    assert set(map(tuple, added.values())) == {("help",)}
+    assert "--keep-turns" in commands["sweep"].format_usage()
+
+
 def test_demo_json_is_one_turn_a_line(tmp_path: Path) -> None:
     done = subprocess.run(
         [*cli_command(), "demo", "--db", str(tmp_path / "d.sqlite"), "--json"],
