@@ -445,6 +445,7 @@ async def _operate(args: argparse.Namespace) -> int:
             # of what a read costs beyond the saver's own (benchmarks.cli).
             index = await history.turns(args.thread)
             data = {
+                "outcome": "found",
                 "thread_id": args.thread,
                 "total": index.total,
                 "retained": retained_span(index.retained),
@@ -665,7 +666,7 @@ async def _threads(args: argparse.Namespace) -> int:
         for t in page.threads
     ]
     if args.json:
-        console.print_json(data={"threads": rows, "next": page.next})
+        console.print_json(data={"outcome": "found", "threads": rows, "next": page.next})
         return 0
     table = _table(("thread", "turns", "last write", "stored"), keys=[r["thread_id"] for r in rows])
     for row in rows:

@@ -83,6 +83,9 @@ def test_inspect_lists_reads_and_distinguishes_outcomes(
     assert listed["outcome"] == "found"  # as --turn reads say it
     code, out = run(capsys, *base, "--json")
     assert code == 0 and json.loads(out)["outcome"] == "found"
+    for listing in (["turns", "--thread", thread], ["threads"]):  # every read's JSON says it
+        code, out = run(capsys, *listing, "--checkpointer", spec, "--json")
+        assert code == 0 and json.loads(out)["outcome"] == "found"
     assert [(i["since"], i["until"], i["status"], i["value"]) for i in listed["items"]] == [
         (1, 2, "kept", [12.4, 55.5, 12.7, 55.8]),
         (3, None, "kept", [9.9, 56.1, 10.3, 56.2]),
@@ -103,6 +106,7 @@ def test_turns_and_prune_and_the_pruned_outcome(
     spec, first, second = demo_file
     code, out = run(capsys, "turns", "--checkpointer", spec, "--thread", second, "--json")
     assert code == 0 and json.loads(out) == {
+        "outcome": "found",
         "thread_id": second,
         "total": 3,
         "retained": {"first": 2, "last": 3},
@@ -725,6 +729,7 @@ def test_turns_prints_without_rich(
     assert done.returncode == 0, done.stderr
     if json_flag:
         assert json.loads(done.stdout) == {
+            "outcome": "found",
             "thread_id": thread,
             "total": 4,
             "retained": {"first": 3, "last": 4},
