@@ -65,6 +65,7 @@ from .backends import (
     backend_for,
     missing_parent,
     parent_cycle,
+    refused,
     stamp_turn,
     unreachable,
 )
@@ -695,7 +696,7 @@ def reading(thread_id: str) -> Iterator[None]:
     except Exception as error:
         detail = " ".join(str(error).split())[:200] or type(error).__name__
         if unreachable(error):
-            raise StoreUnavailable(detail) from error
+            raise StoreUnavailable(detail, refused=refused(error)) from error
         raise DamagedState(thread_id, None, f"{type(error).__name__}: {detail}") from error
 
 

@@ -194,33 +194,50 @@ async def _check_postgres(dsn: str) -> None:
     await connection.close()
 
 
+_POSTGRES_TABLES = ("checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_migrations")
+"""LangGraph's PostgreSQL tables, the first three holding the threads."""
+
 _TABLES_THERE = (
-    "SELECT to_regclass('checkpoints') IS NOT NULL"
-    " AND to_regclass('checkpoint_writes') IS NOT NULL"
-    " AND to_regclass('checkpoint_blobs') IS NOT NULL AS tables,"
-    " to_regclass('checkpoint_migrations') IS NOT NULL AS migrations"
+    "SELECT name, to_regclass(name) IS NOT NULL AS there,"
+    " coalesce(has_table_privilege(to_regclass(name), 'SELECT'), false) AS readable,"
+    " current_user AS role FROM unnest(%s::text[]) AS tables(name)"
 )
-"""Whether LangGraph's PostgreSQL tables are there (on the connection's search path, as the
-saver's own statements name them), without failing where they are not."""
+"""Which of LangGraph's tables are there (on the connection's search path, as the saver's own
+statements name them) and readable by the connection's role, without failing on one that is
+not."""
 
 
 async def _check_postgres_tables(saver: BaseCheckpointSaver, dsn: str) -> None:
-    """Refuse a database a reader cannot read: no LangGraph checkpoint tables, or tables at an
-    older migration than this LangGraph's saver reads (its queries name columns added since).
+    """Refuse a database a reader cannot read, before reading: LangGraph's tables missing, or
+    not readable by the role, or at an older migration than this LangGraph's saver reads (its
+    queries name columns added since).
 
     A writer sets the tables up (``setup``); a reader opened with ``read_only=True`` does not,
     so it says what is missing in one line instead of failing in the middle of a read."""
+    from .history import StoreUnavailable
+
     found = None
     async with saver.conn.connection() as connection:  # type: ignore[attr-defined]
-        row = await (await connection.execute(_TABLES_THERE)).fetchone()
-        if row["tables"] and row["migrations"]:
+        cursor = await connection.execute(_TABLES_THERE, (list(_POSTGRES_TABLES),))
+        tables = {row["name"]: row for row in await cursor.fetchall()}
+        missing = [name for name in _POSTGRES_TABLES[:3] if not tables[name]["there"]]
+        unreadable = [name for name, row in tables.items() if row["there"] and not row["readable"]]
+        if not missing and not unreadable and tables["checkpoint_migrations"]["there"]:
             cursor = await connection.execute("SELECT max(v) AS v FROM checkpoint_migrations")
             found = (await cursor.fetchone())["v"]
     where = _redacted(dsn)
-    if not row["tables"]:
+    if missing:
         raise NotACheckpointDatabase(
-            f"{where} has no LangGraph checkpoint tables (checkpoints, checkpoint_writes, "
-            "checkpoint_blobs); give the database your agent's PostgresSaver writes to"
+            f"{where} has no LangGraph checkpoint tables ({', '.join(missing)}); give the "
+            "database your agent's PostgresSaver writes to"
+        )
+    if unreadable:
+        role = tables["checkpoints"]["role"]
+        quoted = '"' + role.replace('"', '""') + '"'
+        raise StoreUnavailable(
+            f"{where}: role {role!r} may not read {', '.join(unreadable)}; a reader needs "
+            f"GRANT SELECT ON {', '.join(_POSTGRES_TABLES)} TO {quoted}",
+            refused=True,
         )
     needed = len(saver.MIGRATIONS) - 1  # type: ignore[attr-defined]
     if found is None or found < needed:

@@ -73,8 +73,8 @@ exit codes:
   7  the file or database is not a LangGraph checkpoint database (PostgreSQL: no tables, or
      tables at an older migration than the installed LangGraph reads)
   8  the stored state is damaged where the read needed it (HTTP 500 damaged_state)
-  9  the store did not answer (a PostgreSQL server down or unreachable), or cannot be written
-     (HTTP 503 store_unavailable)
+  9  the store did not answer (a PostgreSQL server down or unreachable), or cannot be written,
+     or refused this role what the command needs (HTTP 503 store_unavailable)
  10  serve cannot listen on the host and port (in use, or not allowed)
 """
 

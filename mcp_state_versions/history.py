@@ -82,12 +82,19 @@ class DamagedState(HistoryError):
 
 class StoreUnavailable(HistoryError):
     """The checkpoint store did not answer (a database down or unreachable, or too slow to
-    answer in time). Nothing is known to be wrong with the thread; the same read can be
-    tried again once the store answers."""
+    answer in time), or, with ``refused``, answered that this role may not read what the read
+    needs (a missing grant). Nothing is known to be wrong with the thread; the same read can be
+    tried again once the store answers, or the role has its grant."""
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, *, refused: bool = False) -> None:
         self.detail = detail
-        super().__init__(f"the checkpoint store is not answering ({detail}); try again shortly")
+        self.refused = refused
+        super().__init__(
+            f"the checkpoint store refused the read ({detail}); grant the role access, then "
+            "try again"
+            if refused
+            else f"the checkpoint store is not answering ({detail}); try again shortly"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -459,6 +459,20 @@ def test_postgres_readers_need_only_select_and_set_nothing_up() -> None:
             with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
                 await saver.adelete_thread(thread)
 
+    async def grant_revoked_while_reading() -> None:
+        """A grant taken away between the open's check and the read: the read says the store
+        refused it, never that the thread is damaged."""
+        from mcp_state_versions import CheckpointHistory, StoreUnavailable
+
+        async with open_checkpointer(reader, read_only=True) as saver:
+            admin.execute(f'REVOKE SELECT ON checkpoint_writes FROM "{role}"')
+            try:
+                with pytest.raises(StoreUnavailable, match="refused") as raised:
+                    await CheckpointHistory(saver).present(thread)
+            finally:
+                admin.execute(f'GRANT SELECT ON checkpoint_writes TO "{role}"')
+        assert raised.value.refused
+
     def tables(dsn: str) -> int:
         with psycopg.connect(dsn) as connection:
             found = connection.execute(
@@ -504,6 +518,16 @@ def test_postgres_readers_need_only_select_and_set_nothing_up() -> None:
 
         asyncio.run(delete_through_a_reader())
         assert _cli("turns", "--checkpointer", reader, "--thread", thread).returncode == 0
+        done = _cli("prune", "--checkpointer", reader, "--thread", thread, "--keep-turns", "1")
+        _one_line(done, 9, "permission denied")  # a writer's command, and a role that reads
+
+        asyncio.run(grant_revoked_while_reading())
+        admin.execute(f'REVOKE SELECT ON checkpoint_writes, checkpoint_blobs FROM "{role}"')
+        for command in ("turns", "inspect"):
+            done = _cli(command, "--checkpointer", reader, "--thread", thread)
+            _one_line(done, 9, "refused", "may not read checkpoint_writes, checkpoint_blobs",
+                      f'GRANT SELECT ON checkpoints, checkpoint_writes, checkpoint_blobs, '
+                      f'checkpoint_migrations TO "{role}"')  # fmt: skip
 
         admin.execute(f'CREATE DATABASE "{database}"')
         empty = make_conninfo(PG_DSN, dbname=database)

@@ -451,11 +451,17 @@ def missing_parent(thread_id: str, checkpoint_id: str, parent: str) -> Exception
 _UNREACHABLE = {
     ("psycopg", "OperationalError"),
     ("psycopg", "InterfaceError"),
+    ("psycopg", "InsufficientPrivilege"),
+    ("psycopg", "ReadOnlySqlTransaction"),
     ("psycopg_pool", "PoolTimeout"),
     ("psycopg_pool", "PoolClosed"),
 }
-"""Errors that say a PostgreSQL server did not answer (named, not imported: the extra may be
-absent)."""
+"""Errors that say a PostgreSQL server did not answer, or will not let this role read or write
+what it asked (a role without the grant, a read-only server or transaction): named, not
+imported, as the extra may be absent."""
+
+_REFUSED = {("psycopg", "InsufficientPrivilege"), ("psycopg", "ReadOnlySqlTransaction")}
+"""Of those, the errors that say the server answered but will not do it for this role."""
 
 _SQLITE_BUSY = ("locked", "busy", "unable to open", "disk i/o", "readonly", "read-only", "is full")
 
@@ -464,17 +470,27 @@ def unreachable(error: BaseException) -> bool:
     """Whether ``error`` says the store did not answer or cannot be written (try again later,
     or fix access), as opposed to saying what it holds is wrong.
 
-    A PostgreSQL connection or pool failure, an OS-level error, a timeout, or SQLite saying the
-    file is locked, cannot be opened, or is read-only.
+    A PostgreSQL connection or pool failure or a refused privilege, an OS-level error, a
+    timeout, or SQLite saying the file is locked, cannot be opened, or is read-only.
     """
-    if isinstance(error, (OSError, TimeoutError)):
+    if isinstance(error, (OSError, TimeoutError)) or _named_in(error, _UNREACHABLE):
         return True
-    for cls in type(error).__mro__:
-        if (cls.__module__.split(".")[0], cls.__name__) in _UNREACHABLE:
-            return True
     if type(error).__module__ == "sqlite3" and type(error).__name__ == "OperationalError":
         return any(word in str(error).lower() for word in _SQLITE_BUSY)
     return False
+
+
+def refused(error: BaseException) -> bool:
+    """Whether ``error`` (one :func:`unreachable` names) says the store answered, but will not
+    let this role do what it asked: a grant is missing, or the server or transaction is
+    read-only. Waiting will not help; access will."""
+    return _named_in(error, _REFUSED)
+
+
+def _named_in(error: BaseException, names: set[tuple[str, str]]) -> bool:
+    """Whether ``error``'s class, or a class it derives from, is one of ``names`` (the top
+    package and the class name: the drivers' modules are not imported to compare)."""
+    return any((cls.__module__.split(".")[0], cls.__name__) in names for cls in type(error).__mro__)
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
