@@ -512,6 +512,13 @@ def test_postgres_readers_need_only_select_and_set_nothing_up() -> None:
             assert wait_for_http(f"{url}/turns", server).json()["total"] == 2
             for path in ("/timeline", "/turns/1", f"/state/{BBOX}/versions"):
                 assert wait_for_http(url + path, server).status_code == 200, path
+            admin.execute(f'REVOKE SELECT ON checkpoint_writes FROM "{role}"')
+            try:
+                refused = wait_for_http(f"{url}/state", server)
+            finally:
+                admin.execute(f'GRANT SELECT ON checkpoint_writes TO "{role}"')
+            assert refused.status_code == 503 and "Retry-After" not in refused.headers
+            assert "refused" in refused.json()["detail"], refused.json()
         finally:
             server.terminate()
             server.wait(timeout=10)

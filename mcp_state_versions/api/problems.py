@@ -8,7 +8,8 @@ members they always carried (``total``, ``retained``, ``first_turn``).
 Two failures come from storage rather than from the request. A damaged checkpoint is 500
 ``damaged_state``, naming the thread and the turn (other turns still read). A store that does
 not answer is 503 ``store_unavailable`` with ``Retry-After``, given within the request
-deadline rather than after however long a pool or a lock would have kept the request waiting.
+deadline rather than after however long a pool or a lock would have kept the request waiting;
+one that answered that the server's role may not read what it needs is 503 without it.
 """
 
 from __future__ import annotations
@@ -149,6 +150,9 @@ def install(app: FastAPI) -> None:
         )
 
     async def store(_: Request, error: Exception) -> JSONResponse:
+        if isinstance(error, StoreUnavailable) and error.refused:
+            # the store answered: no Retry-After, as waiting will not help until the grant does
+            return respond(ProblemError(503, "store_unavailable", str(error)))
         return respond(unavailable(str(error)))
 
     async def invalid(_: Request, error: Exception) -> JSONResponse:
