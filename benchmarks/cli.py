@@ -110,10 +110,10 @@ def _timed(commands: dict[str, list[str]], repeat: int) -> dict[str, dict[str, f
 def measure(repeat: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "demo.sqlite"
-        thread = _demo_thread(f"sqlite:{path}")
-        pg_thread = _demo_thread(f"postgres:{PG_DSN}")
         sqlite = f"sqlite:{path}"
         postgres = f"postgres:{PG_DSN}"
+        thread = _demo_thread(sqlite)
+        pg_thread = _demo_thread(postgres)
         read = "import sqlite3; sqlite3.connect(sys.argv[1]).execute('SELECT 1 FROM checkpoints')"
         python = sys.executable
         return _timed(

@@ -186,6 +186,10 @@ def _spec_help() -> str:
     return SPEC_HELP
 
 
+def _checkpointer_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpointer", metavar="SPEC", required=True, help=_spec_help())
+
+
 def _json(parser: argparse.ArgumentParser, text: str = "print JSON") -> None:
     parser.add_argument("--json", action="store_true", help=text)
 
@@ -208,7 +212,7 @@ def _demo_arguments(demo: argparse.ArgumentParser) -> None:
 
 
 def _thread_arguments(parsed: argparse.ArgumentParser) -> None:
-    parsed.add_argument("--checkpointer", metavar="SPEC", required=True, help=_spec_help())
+    _checkpointer_argument(parsed)
     parsed.add_argument("--thread", required=True, help="the thread id")
 
 
@@ -237,7 +241,7 @@ def _turns_arguments(turns: argparse.ArgumentParser) -> None:
 
 
 def _threads_arguments(threads: argparse.ArgumentParser) -> None:
-    threads.add_argument("--checkpointer", metavar="SPEC", required=True, help=_spec_help())
+    _checkpointer_argument(threads)
     threads.add_argument("--contains", metavar="TEXT", help="only threads whose id contains TEXT")
     threads.add_argument("--limit", type=int, default=50, help="threads per page (default 50)")
     threads.add_argument("--before", metavar="CURSOR", help="the page after this cursor")
@@ -258,7 +262,7 @@ def _prune_arguments(prune: argparse.ArgumentParser) -> None:
 
 
 def _sweep_arguments(sweep: argparse.ArgumentParser) -> None:
-    sweep.add_argument("--checkpointer", metavar="SPEC", required=True, help=_spec_help())
+    _checkpointer_argument(sweep)
     sweep.add_argument("--keep-turns", type=int, metavar="N", help="keep each thread's last turns")
     sweep.add_argument(
         "--idle-for",
@@ -276,7 +280,7 @@ def _sweep_arguments(sweep: argparse.ArgumentParser) -> None:
 
 
 def _serve_arguments(serve: argparse.ArgumentParser) -> None:
-    serve.add_argument("--checkpointer", metavar="SPEC", required=True, help=_spec_help())
+    _checkpointer_argument(serve)
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
     serve.add_argument("--port", type=_port, default=8000, help="default: 8000")
     serve.add_argument(

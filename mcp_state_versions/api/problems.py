@@ -105,7 +105,12 @@ def respond(error: ProblemError) -> JSONResponse:
     )
 
 
-def unavailable(detail: str) -> ProblemError:
+def unavailable(detail: str, *, retry: bool = True) -> ProblemError:
+    """503 ``store_unavailable``: with ``Retry-After`` where the store did not answer in time;
+    without it (``retry=False``) where it answered that the server's role may not read what the
+    request needs, which waiting will not change."""
+    if not retry:
+        return ProblemError(503, "store_unavailable", detail)
     return ProblemError(
         503,
         "store_unavailable",
@@ -150,10 +155,8 @@ def install(app: FastAPI) -> None:
         )
 
     async def store(_: Request, error: Exception) -> JSONResponse:
-        if isinstance(error, StoreUnavailable) and error.refused:
-            # the store answered: no Retry-After, as waiting will not help until the grant does
-            return respond(ProblemError(503, "store_unavailable", str(error)))
-        return respond(unavailable(str(error)))
+        refused = isinstance(error, StoreUnavailable) and error.refused
+        return respond(unavailable(str(error), retry=not refused))
 
     async def invalid(_: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)

@@ -448,20 +448,18 @@ def missing_parent(thread_id: str, checkpoint_id: str, parent: str) -> Exception
     )
 
 
+_REFUSED = {("psycopg", "InsufficientPrivilege"), ("psycopg", "ReadOnlySqlTransaction")}
+"""Errors that say a PostgreSQL server answered, but will not let this role read or write what
+it asked (a role without the grant, a read-only server or transaction)."""
+
 _UNREACHABLE = {
     ("psycopg", "OperationalError"),
     ("psycopg", "InterfaceError"),
-    ("psycopg", "InsufficientPrivilege"),
-    ("psycopg", "ReadOnlySqlTransaction"),
     ("psycopg_pool", "PoolTimeout"),
     ("psycopg_pool", "PoolClosed"),
-}
-"""Errors that say a PostgreSQL server did not answer, or will not let this role read or write
-what it asked (a role without the grant, a read-only server or transaction): named, not
+} | _REFUSED
+"""Errors that say a PostgreSQL server did not answer, or refused (:data:`_REFUSED`): named, not
 imported, as the extra may be absent."""
-
-_REFUSED = {("psycopg", "InsufficientPrivilege"), ("psycopg", "ReadOnlySqlTransaction")}
-"""Of those, the errors that say the server answered but will not do it for this role."""
 
 _SQLITE_BUSY = ("locked", "busy", "unable to open", "disk i/o", "readonly", "read-only", "is full")
 
