@@ -11,7 +11,7 @@ reads) replays writes through the same reducers and never builds a channel.
 from __future__ import annotations
 
 import copy as _copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 import ormsgpack
@@ -70,6 +70,26 @@ def _counted(writes: Sequence[Any]) -> int:
     return sum(map(_count, writes))
 
 
+def _answered(
+    channel: Any, state: Callable[[], tuple[Any, ...]], decide: Callable[[], int]
+) -> int:
+    """A channel's snapshot cadence, the same however often LangGraph asks.
+
+    Deciding moves the channel's base when a snapshot falls due, so a second question would
+    get a different answer. LangGraph asks twice at ``durability="exit"``: once to leave out
+    the writes a snapshot will hold, once to write that snapshot. Answered "due" and then
+    "not due", it stored neither, and the run's writes were lost. So the answer is kept
+    beside the state it left (``channel.answered``) and given again while that state holds:
+    nothing written since, nothing to decide.
+    """
+    asked = channel.answered
+    if asked is not None and asked[0] == state():
+        return int(asked[1])
+    answer = decide()
+    channel.answered = (state(), answer)
+    return answer
+
+
 class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
     """A ``DeltaChannel`` whose snapshot cadence follows what was written, not a step count.
 
@@ -91,10 +111,19 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
     the previous reading (``seen``) tell what the step wrote.
     """
 
-    __slots__ = ("base", "measured", "most", "seen")
+    __slots__ = ("answered", "base", "measured", "most", "seen")
 
     @property  # type: ignore[override]
     def snapshot_frequency(self) -> int:
+        """The cadence, a function of what the channel holds: asked again with nothing
+        written since, it answers as it did (:func:`_answered`)."""
+        return _answered(self, self._cadence_state, self._decide)
+
+    def _cadence_state(self) -> tuple[Any, ...]:
+        totals = _totals(self.value) if self.value is not MISSING else None
+        return (totals, self.base, self.seen, self.measured)
+
+    def _decide(self) -> int:
         totals = _totals(self.value) if self.value is not MISSING else None
         if totals is None:
             return self.most
@@ -119,6 +148,7 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         self.most = most
         self.base = self.seen = (0, 0)
         self.measured = None
+        self.answered = None
 
     def _size(self) -> int:
         """About what a snapshot of the present would store, in bytes.
@@ -154,6 +184,7 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         new.key = self.key
         new.value = self.value if self.value is MISSING else _copy.copy(self.value)
         new.base, new.seen, new.measured = self.base, self.seen, self.measured
+        new.answered = self.answered
         return new
 
     def replay_writes(self, writes: Sequence[Any]) -> None:
@@ -201,6 +232,7 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         new.most = self.most
         new.base = new.seen = _totals(new.value) or (0, 0)
         new.measured = None
+        new.answered = None
         return new
 
     def __eq__(self, other: object) -> bool:
@@ -245,10 +277,18 @@ class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
     ``snapshot_frequency`` given, which stays LangGraph's cap on a cycle's updates.
     """
 
-    __slots__ = ("base_size", "most", "written")
+    __slots__ = ("answered", "base_size", "most", "written")
 
     @property  # type: ignore[override]
     def snapshot_frequency(self) -> int:
+        """The cadence, a function of what the channel holds (:func:`_answered`)."""
+        return _answered(self, self._cadence_state, self._decide)
+
+    def _cadence_state(self) -> tuple[Any, ...]:
+        size = None if self.value is MISSING else len(self.value)
+        return (size, self.base_size, self.written)
+
+    def _decide(self) -> int:
         if self.value is MISSING:
             return self.most
         size = len(self.value)
@@ -261,6 +301,7 @@ class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
     def snapshot_frequency(self, most: int) -> None:
         self.most = most
         self.base_size = self.written = 0
+        self.answered = None
 
     def update(self, values: Sequence[Any]) -> bool:
         changed = super().update(values)
@@ -295,6 +336,7 @@ class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
         new.most = self.most
         new.base_size = len(new.value) if isinstance(new.value, list) else 0
         new.written = 0
+        new.answered = None
         return new
 
     def copy(self) -> MessagesChannel:
@@ -306,6 +348,7 @@ class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
             new.value = _copy.copy(self.value)
             MESSAGE_INDEXES.copied(self.value, new.value)
         new.base_size, new.written = self.base_size, self.written
+        new.answered = self.answered
         return new
 
     def __eq__(self, other: object) -> bool:

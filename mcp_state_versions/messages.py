@@ -63,6 +63,7 @@ __all__ = [
     "derived_id",
     "merge_messages",
     "replay_messages",
+    "storable_writes",
 ]
 
 MESSAGES = "messages"
@@ -341,6 +342,25 @@ class _Merging:
                 message = message.model_copy(update={"id": new_id})
             given.append(message)
         return given
+
+
+def storable_writes(writes: Sequence[tuple[str, Any]]) -> Sequence[tuple[str, Any]]:
+    """``writes`` as a saver should store them: a lone tuple written to ``messages`` (a node
+    returning ``{"messages": ("ai", "hello")}``) wrapped in a list of one.
+
+    ``add_messages`` reads a lone ``(role, content)`` tuple as one message, and a list of one
+    such tuple the same way, with the same derived id (:func:`derived_id`: position 0
+    either way). The savers' serializer stores a tuple as a list, though, and a stored
+    ``["ai", "hello"]`` replays as two human messages, "ai" and "hello". LangGraph gives
+    such a write a message of its own only for its private delta reducer, so the library's
+    savers wrap it before storing; the list of one survives the serializer as it is.
+    """
+    if not any(channel == MESSAGES and isinstance(value, tuple) for channel, value in writes):
+        return writes
+    return [
+        (channel, [value] if channel == MESSAGES and isinstance(value, tuple) else value)
+        for channel, value in writes
+    ]
 
 
 def merge_messages(state: Sequence[Any] | None, writes: Sequence[Any]) -> list[AnyMessage]:

@@ -48,6 +48,7 @@ from .backends.sqlite import SqliteBackend
 from .backends.stamps import note_stamp, settle
 from .clock import turn_at
 from .credentials import SECRET_NAMES
+from .messages import storable_writes
 from .state import refuse_secret_writes
 from .storage import NOTHING_STORED
 
@@ -136,6 +137,7 @@ class PruningInMemorySaver(InMemorySaver):
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         _refuse_secrets(self, writes)
+        writes = storable_writes(writes)
         super().put_writes(config, writes, task_id, task_path)
         check_resume_sync(self, config, writes, task_id)
         note_writes(self, *_where(config), writes, task_id, task_path)  # type: ignore[arg-type]
@@ -225,6 +227,7 @@ class _NotesWhatItStores:
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         _refuse_secrets(self, writes)
+        writes = storable_writes(writes)
         await super().aput_writes(config, writes, task_id, task_path)  # type: ignore[misc]
         await check_resume(self, config, writes, task_id)
         # (an SQLite file from before task paths stores none, and a read sorts by "")

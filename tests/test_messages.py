@@ -481,3 +481,50 @@ def test_remove_all_is_langgraph_own_constant() -> None:
     from mcp_state_versions.messages import REMOVE_ALL_MESSAGES
 
     assert REMOVE_ALL_MESSAGES == LANGGRAPH_REMOVE_ALL
+
+
+LONE_FORMS = {
+    "message": lambda n: AIMessage(f"m{n}"),
+    "dict": lambda n: {"role": "assistant", "content": f"m{n}"},
+    "string": lambda n: f"m{n}",
+    "tuple": lambda n: ("ai", f"m{n}"),
+    "list-of-one-tuple": lambda n: [("ai", f"m{n}")],
+    "list-of-forms": lambda n: [("ai", f"m{n}"), f"s{n}", {"role": "user", "content": f"u{n}"}],
+}
+
+
+@pytest.mark.parametrize(
+    "kind", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+@pytest.mark.parametrize("form", sorted(LONE_FORMS))
+async def test_every_form_add_messages_takes_alone_or_listed_reads_back_as_written(
+    kind: str, form: str, tmp_path: Any, thread_id: str
+) -> None:
+    """A node's write in each form ``add_messages`` accepts reads back after a reload as it
+    merged live and as ``add_messages`` reads it. A lone ``("ai", "hello")`` was stored as the
+    serializer's list ``["ai", "hello"]`` and read back as two human messages."""
+    from langgraph.graph import END, START, StateGraph
+
+    from mcp_state_versions.state import make_session_state
+
+    from .conftest import open_backend
+
+    make = LONE_FORMS[form]
+    counter = iter(range(1_000))
+
+    def node(state: Any) -> Any:
+        return {"messages": make(next(counter))}
+
+    config: Any = {"configurable": {"thread_id": thread_id}}
+    async with await open_backend(kind, tmp_path) as saver:
+        graph = StateGraph(make_session_state())
+        graph.add_node("n", node)
+        graph.add_edge(START, "n")
+        graph.add_edge("n", END)
+        app = graph.compile(checkpointer=saver)
+        expected: list[Any] = []
+        for turn in range(3):
+            live = (await app.ainvoke({"messages": [("user", f"hi {turn}")]}, config))["messages"]
+            expected = add_messages(add_messages(expected, [("user", f"hi {turn}")]), make(turn))
+            assert [(m.type, m.content) for m in live] == [(m.type, m.content) for m in expected]
+        assert _plain(live) == await _fresh_read(kind, saver, tmp_path, config)

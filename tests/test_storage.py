@@ -646,6 +646,8 @@ def test_a_snapshot_is_due_by_the_bytes_or_the_writes_since_the_seed() -> None:
     since = record["written"] - base["written"]
     last = 10_001 + len(str(writes - 1)) + len("t/a/b") + 10  # as the reducer counts a write
     assert since - last < SNAPSHOT_RATIO * size <= since  # due at the first write past it
+    assert channel.snapshot_frequency == 1  # asked again, nothing written: the same answer
+    channel.value = narrow(state, {"t/a/b": {"value": "z"}})
     assert channel.snapshot_frequency == 777  # and counted from there again
     # a large state written to a bit at a time: the writes' count, not their bytes, calls it
     state = narrow({}, {"t/a/big": {"value": "x" * 1_000_000}})
@@ -656,7 +658,28 @@ def test_a_snapshot_is_due_by_the_bytes_or_the_writes_since_the_seed() -> None:
     assert small.snapshot_frequency == 777  # one short of a replay's worth of writes
     small.value = narrow(state, {"t/a/b": {"value": 7}})
     assert small.snapshot_frequency == 1  # the cap's worth of tiny writes: a replay's worth
-    assert small.copy().snapshot_frequency == 777  # the copy carries the new base
+    assert small.snapshot_frequency == 1  # however often it is asked
+    copied = small.copy()
+    copied.value = narrow(small.value, {"t/a/b": {"value": 8}})
+    assert copied.snapshot_frequency == 777  # the copy carries the new base
+
+
+def test_a_channel_answers_the_cadence_the_same_however_often_it_is_asked() -> None:
+    """LangGraph asks twice at ``durability="exit"``; both channels answer as they did while
+    nothing was written since, "due" included."""
+    import typing
+
+    from mcp_state_versions.channels import messages_channel
+    from mcp_state_versions.messages import MIN_SNAPSHOT_MESSAGES
+
+    spec = typing.get_args(messages_channel("delta"))[1]
+    channel = spec.from_checkpoint(None)
+    answers = []
+    for n in range(4 * MIN_SNAPSHOT_MESSAGES):
+        channel.update([[HumanMessage(f"m{n}", id=f"m{n}")]])
+        answers.append((channel.snapshot_frequency, channel.snapshot_frequency))
+    assert all(first == second for first, second in answers)
+    assert (1, 1) in answers
 
 
 def test_the_cadence_counts_what_a_snapshot_really_stores_rings_included() -> None:
@@ -1009,3 +1032,30 @@ async def test_a_writer_runs_the_sqlite_migrations_a_file_has_not_had(
         await open_as_writer()
         assert indexes() == ours
     assert len(written) == 2
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@pytest.mark.parametrize("messages", ["delta", "whole"])
+async def test_exit_durability_stores_every_run_when_a_snapshot_falls_due(
+    kind: str, messages: str, tmp_path: Path, thread_id: str
+) -> None:
+    """LangGraph asks a delta channel twice at ``durability="exit"`` whether a snapshot is
+    due: once to leave out the writes the snapshot will hold, once to write it. Both answers
+    must agree, or a run whose end falls on a snapshot stores neither (the conversation froze
+    at run 10 and ``tool_state`` lost runs). Every run, stored, reloaded and live, agrees."""
+    config = {"configurable": {"thread_id": thread_id}}
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = agent_on(saver, messages=messages, snapshot_frequency=3)
+        for run in range(1, 41):
+            text = f"find P{run}" if run % 3 else f"hello {run}"
+            live = await agent.ainvoke(
+                {"messages": [HumanMessage(text)]}, config, durability="exit"
+            )
+            stored = (await agent.aget_state(config)).values
+            assert [m.id for m in stored["messages"]] == [m.id for m in live["messages"]], run
+            assert stored.get("tool_state") == live.get("tool_state"), run
+    if kind == "sqlite":  # a fresh saver on the same file reads the same thread
+        async with await open_backend(kind, tmp_path) as saver:
+            reloaded = (await agent_on(saver, messages=messages).aget_state(config)).values
+            assert [m.id for m in reloaded["messages"]] == [m.id for m in live["messages"]]
+            assert reloaded.get("tool_state") == live.get("tool_state")
