@@ -52,6 +52,7 @@ __all__ = [
     "current_turn",
     "end_of_turn",
     "entries_of",
+    "keys_dropped",
     "message_mark",
     "open_turn",
     "past_end",
@@ -86,7 +87,9 @@ class ClockRecord(TypedDict):
     * ``writes``, ``written``: key writes merged and about the bytes they took as stored writes
       (what :mod:`mcp_state_versions.storage` sets its snapshot cadence by);
     * ``ring_size``, ``ring_bytes``, ``budget``: the reducer's bounds, so a reader rebuilding
-      stored state replays its writes with them.
+      stored state replays its writes with them;
+    * ``dropped`` (only once an ``Overwrite`` dropped keys): the turn it last did, so a key
+      written again later, or missing now, is read as of earlier turns from history.
     """
 
     turn: int | None
@@ -104,6 +107,7 @@ class ClockRecord(TypedDict):
     ring_bytes: NotRequired[int]
     budget: NotRequired[int]
     newest: NotRequired[int]
+    dropped: NotRequired[int]
 
 
 def state_field(state: Any, name: str) -> Any:
@@ -209,6 +213,13 @@ def turn_of_tool_state(tool_state: Any) -> int | None:
         return None
     turn = record.get("turn")
     return turn if isinstance(turn, int) and not isinstance(turn, bool) else None
+
+
+def keys_dropped(tool_state: Any) -> bool:
+    """Whether an ``Overwrite`` ever dropped keys of this ``tool_state`` (its clock records
+    the turn it last did): a key missing now may still be read as of an earlier turn."""
+    record = clock_of(tool_state)
+    return record is not None and "dropped" in record
 
 
 POSITIONS_PER_TURN = 4

@@ -163,7 +163,8 @@ class Found:
     ``since``/``until`` bound the version when known; ``current`` says it is still the key's
     value now (``until`` is then ``None``; for an older version ``None`` means its last turn is
     no longer retained). ``source`` says whether the entry's ring or the thread's history
-    answered; nothing else about the answer depends on it.
+    answered; nothing else about the answer depends on it. ``dropped``: the key is not in
+    state now (an ``Overwrite`` dropped it after that turn); only history still holds it.
     """
 
     key: str
@@ -173,6 +174,7 @@ class Found:
     until: int | None
     source: Literal["ring", "history"]
     current: bool = False
+    dropped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

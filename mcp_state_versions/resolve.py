@@ -112,7 +112,9 @@ async def resolve_turn(
     """
     entry = tool_state.get(key)
     if entry is None:
-        return UnknownKey(key=key)
+        if history is None or thread_id is None or not 1 <= turn <= current_turn:
+            return UnknownKey(key=key)
+        return await _dropped_key(key, turn, history, thread_id)
     if turn > current_turn:
         return NeverHappened(key=key, turn=turn, total=current_turn)
     lookup = value_at_turn(entry, turn)
@@ -142,6 +144,18 @@ async def resolve_turn(
         return Found(key, turn, past["value"], since, None, source="history", current=True)
     until = await _version_end(entry, key, since, turn, history, thread_id)
     return Found(key, turn, past["value"], since, until, source="history")
+
+
+async def _dropped_key(key: str, turn: int, history: ThreadHistory, thread_id: str) -> TurnAnswer:
+    """``key`` as ``turn`` ended, for a key the present does not hold: an ``Overwrite`` may
+    have dropped it since, and then the turn's own state still holds what it ended with. A
+    key that turn did not hold either is unknown, as the present says."""
+    answer = await resolve_past(key, turn, history=history, thread_id=thread_id)
+    if isinstance(answer, Found):
+        return replace(answer, dropped=True)
+    if isinstance(answer, KeyNotSetYet):
+        return UnknownKey(key=key)
+    return answer
 
 
 async def _ended_state(

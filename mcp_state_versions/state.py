@@ -97,6 +97,10 @@ class StateEntry(TypedDict):
       ``turn``, the value is in the checkpoint that ended ``turn``; equal, no turn ended with it.
     * ``displaced`` (only with ``evicted``): the value was evicted to make room for another
       key's write, not because it did not fit itself.
+    * ``earlier`` (only on a key first written after an ``Overwrite`` dropped keys): the turn
+      of that drop. The key may have held values before its first version here, which were
+      dropped with their entry; reads of those turns go to checkpoint history, which holds
+      them, instead of being told the key was not set.
     """
 
     value: NotRequired[Any]
@@ -111,6 +115,7 @@ class StateEntry(TypedDict):
     size: int
     bytes: int
     adopted: NotRequired[int]
+    earlier: NotRequired[int]
     evicted: NotRequired[int]
     displaced: NotRequired[bool]
 
@@ -296,6 +301,8 @@ def make_merge_tool_state(
                         else vouched or _identity(key, write, checked=not replayed)
                     ),
                 )
+                if previous is None and "dropped" in books:
+                    entry["earlier"] = books["dropped"]  # the key may have held values before
                 entry.pop("evicted", None)  # a fresh dict: it holds a value again
                 entry.pop("displaced", None)
                 _count_write(books, entry["size"] + len(key) + _WRITE_BYTES)
@@ -372,7 +379,7 @@ def _join_clock(books: dict[str, Any], raw: Any, *, may_jump: bool = True) -> di
         books["seq"] = max(books.get("seq", 0), clock.seq)
     if clock.newest is not None:
         books["newest"] = max(books.get("newest", 0), clock.newest)
-    for name in ("writes", "written"):  # the totals a whole state carries (see storage)
+    for name in ("writes", "written", "dropped"):  # what a whole state's record carries
         found = raw.get(name) if isinstance(raw, Mapping) else None
         if type(found) is int and found >= 0:
             books[name] = max(books.get(name, 0), found)
@@ -608,6 +615,12 @@ def overwritten(
         if is_entry(ours):
             kept[key] = ours
     books = {**record, "bytes": sum(entry["bytes"] for entry in kept.values())}
+    if any(key != CLOCK_KEY and key not in replacement for key in before):
+        # Keys are dropped: one written again later starts a new entry, whose turns before
+        # it only history can tell (see StateEntry's ``earlier``).
+        books["dropped"] = record.get("turn") or 0
+        if books.get("turn") is not None and not books.get("open"):
+            books["late"] = True  # the turn had ended: this state is after its end
     kept[CLOCK_KEY] = books
     return fold(kept, [{**update, CLOCK_KEY: books}]) if update else kept
 

@@ -21,9 +21,9 @@ from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from .backends import NeedsAsync, run_sync
-from .clock import current_turn, entries_of, state_field
+from .clock import current_turn, entries_of, keys_dropped, state_field
 from .handles import HANDLE_PREFIX
-from .history import AUTO, HistoryError, HistoryOption, ThreadHistory
+from .history import AUTO, HistoryError, HistoryOption, ThreadHistory, UnknownKey
 from .render import PathError, PatternError
 from .resolve import (
     history_of_run,
@@ -332,6 +332,17 @@ async def _inspect(
                 "then read the key you need."
             )
         if key_ not in tool_state:
+            if turn_ is not None and keys_dropped(state_field(runtime.state, "tool_state")):
+                answer = await resolve_turn(
+                    {},
+                    key_,
+                    turn_,
+                    current_turn=current_turn(runtime.state),
+                    history=history,
+                    thread_id=thread_of(runtime.config),
+                )
+                if not isinstance(answer, UnknownKey):
+                    return await run(describe_answer, answer, path=path_, pattern=pattern_)
             return unknown_key(key_, list(tool_state))
         entries = versioned_entries(tool_state)
         if key_ not in entries:

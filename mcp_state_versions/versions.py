@@ -177,8 +177,9 @@ def advance(
     }
     if entry is None:
         return _held({**head, "since": turn, "versions": 1, "writes": 1, "ring": []})
-    if "adopted" in entry:
-        head["adopted"] = entry["adopted"]  # what came before adoption stays history's
+    for mark in ("adopted", "earlier"):  # what came before either stays history's
+        if mark in entry:
+            head[mark] = entry[mark]
     ring: list[PriorVersion] = list(entry.get("ring", []))
     writes = entry.get("writes", 1)
     if digest == entry["digest"]:
@@ -265,10 +266,14 @@ def strip_ring_values(entry: StateEntry, count: int) -> StateEntry:
 def ring_reaches_first(entry: StateEntry) -> bool:
     """Whether the ring still holds (at least the identity of) the key's first version.
 
-    Never for an adopted value: what the key held before the reducer first saw it is known
-    only to checkpoint history.
+    Never for an adopted value, nor for a key written again after an ``Overwrite`` dropped
+    keys (``earlier``): what the key held before is known only to checkpoint history.
     """
-    return entry["versions"] == len(entry.get("ring", [])) + 1 and "adopted" not in entry
+    return (
+        entry["versions"] == len(entry.get("ring", [])) + 1
+        and "adopted" not in entry
+        and "earlier" not in entry
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -286,6 +286,11 @@ def describe_answer(
     match answer:
         case Found(key=key, turn=turn, value=value, since=since, until=until, current=current):
             body = narrow(value, path=path, pattern=pattern)
+            if answer.dropped:
+                return (
+                    f"{key} at the end of turn {turn}. An edit later dropped the key from "
+                    f"state, so it holds no value now; this is the value then.\n{body}"
+                )
             if current:
                 return (
                     f"{key} at the end of turn {turn} (held {span_text(since, None)}). "

@@ -135,6 +135,18 @@ async def overwrites(conv: Conversation, *, plain: bool) -> None:
     await conv.say("put j=v8")
 
 
+async def drop_and_republish(conv: Conversation, *, plain: bool) -> None:
+    """An Overwrite that drops a key, which a later turn publishes again: the turns before
+    the drop still read what they ended with (not "not set yet")."""
+    await conv.say("put k=1 j=1")
+    await conv.say("chat")
+    await conv.overwrite(["k"], plain=plain)
+    await conv.say("put j=3")
+    await conv.say("chat")
+    await conv.overwrite(["j"], plain=plain)  # k dropped, then written again in the turn
+    await conv.say("put k=6")
+
+
 SCENARIOS: dict[str, tuple[Scenario, Callable[..., Any]]] = {
     "trimming": (trimming, lambda s, r: host_graph(s, ring_size=r, compact=trim_to(3))),
     "summarization": (summarization, lambda s, r: host_graph(s, ring_size=r, compact=summarize)),
@@ -159,6 +171,8 @@ SCENARIOS: dict[str, tuple[Scenario, Callable[..., Any]]] = {
         lambda s, r: host_graph(s, ring_size=r, compact=summarize),
     ),
     "overwrite-plain": (lambda conv: overwrites(conv, plain=True), agent_graph),
+    "drop-republish": (lambda conv: drop_and_republish(conv, plain=False), agent_graph),
+    "drop-republish-plain": (lambda conv: drop_and_republish(conv, plain=True), agent_graph),
 }
 
 
@@ -512,3 +526,31 @@ def test_values_of_is_the_plain_view_without_the_clock() -> None:
     evicted = {**state, PUT + "b": {k: v for k, v in state[PUT + "b"].items() if k != "value"}}
     assert values_of(evicted) == {PUT + "a": [1]}
     assert values_of({}) == {} and values_of(None) == {}
+
+
+async def test_a_key_an_overwrite_dropped_reads_as_of_its_turns_and_says_it_was_dropped() -> None:
+    """Dropped by an Overwrite: the present no longer holds the key, but a turn that ended
+    with it still answers its value (never "no key"), saying the key is gone now; written
+    again, the turns before the drop read what they ended with, not "not set yet"."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from mcp_state_versions.checkpoint_walk import CheckpointHistory
+
+    saver = InMemorySaver()
+    conv = Conversation(agent_graph(saver, ring_size=8), saver, "dropped")
+    await conv.say("put k=1 j=1")
+    await conv.say("chat")
+    await conv.overwrite(["k"])
+    state = (await conv.graph.aget_state(conv.config)).values
+    tool = make_inspect_state(history=CheckpointHistory(saver))
+    runtime = _runtime(state, "dropped")
+    then = await tool.coroutine(key=PUT + "j", turn=1, runtime=runtime)  # type: ignore[misc]
+    assert "dropped the key from state" in then and then.endswith('"1"'), then
+    now = await tool.coroutine(key=PUT + "j", runtime=runtime)  # type: ignore[misc]
+    assert "j" in now and '"1"' not in now  # no current value stands in
+    await conv.say("put j=3")
+    state = (await conv.graph.aget_state(conv.config)).values
+    runtime = _runtime(state, "dropped")
+    for turn, value in [(1, "1"), (2, "1"), (3, "3")]:
+        read = await tool.coroutine(key=PUT + "j", turn=turn, runtime=runtime)  # type: ignore[misc]
+        assert read.endswith(f'"{value}"'), (turn, read)

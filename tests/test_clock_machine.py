@@ -119,12 +119,14 @@ class ClockMachine(_OnASaver):
             run_sync(conv.edit_in_place(key.removeprefix(PUT), value))
 
     @precondition(lambda self: self.turns > 0)
-    @rule(plain=st.booleans())
-    def overwrite(self, plain: bool) -> None:
-        """An operator's Overwrite of tool_state with every key as readers see it (no clock)."""
+    @rule(plain=st.booleans(), data=st.data())
+    def overwrite(self, plain: bool, data: st.DataObject) -> None:
+        """An operator's Overwrite of tool_state with some keys as readers see them (no
+        clock): the rest are dropped, and a later turn may publish them again."""
+        held = sorted(self.convs[0].notebook.current)
+        kept = data.draw(st.lists(st.sampled_from(held), unique=True) if held else st.just([]))
         for conv in self.convs:
-            keys = [key.removeprefix(PUT) for key in conv.notebook.current]
-            run_sync(conv.overwrite(keys, plain=plain))
+            run_sync(conv.overwrite([key.removeprefix(PUT) for key in kept], plain=plain))
 
     @precondition(lambda self: self.turns > 0)
     @rule()
