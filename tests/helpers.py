@@ -177,3 +177,41 @@ async def resume_answer(agent: Any, thread_id: str, answer: str, **options: Any)
     """Resume the thread's pending interrupt with ``answer``; the run's final state."""
     config = {"configurable": {"thread_id": thread_id}}
     return await agent.ainvoke(Command(resume=answer), config, **options)
+
+
+def two_asks_agent(saver: Any) -> Any:
+    """A ``create_agent`` agent (each tool call its own task) whose model calls ``ask`` for
+    ``a`` and ``b`` at once; each call waits for a person (an interrupt of its own) and
+    publishes the answer under ``ts/put/<name>``."""
+    from langchain.agents import create_agent
+
+    from mcp_state_versions import SessionAgentState, SessionStateMiddleware
+
+    @tool
+    def ask(field: str, runtime: ToolRuntime) -> Command:
+        """Ask a person for the value of ``field``."""
+        return publish(runtime, "ts", "put", {field: interrupt(f"the value of {field}?")})
+
+    def respond(messages: Sequence[BaseMessage]) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, HumanMessage) and str(last.content) == "ask both":
+            calls = [call("ask", f"{field}{len(messages)}", field=field) for field in "ab"]
+            return AIMessage("", tool_calls=calls)
+        return AIMessage("done")
+
+    return create_agent(
+        ScriptedChatModel(respond=respond),
+        [ask],
+        middleware=[SessionStateMiddleware()],
+        state_schema=SessionAgentState,
+        checkpointer=saver,
+    )
+
+
+async def resume_named(agent: Any, thread_id: str, name: str, answer: str) -> Any:
+    """Resume only the pending interrupt that asks for ``name``, with ``answer``."""
+    config = {"configurable": {"thread_id": thread_id}}
+    state = await agent.aget_state(config)
+    pending = [i for task in state.tasks for i in task.interrupts if name in str(i.value)]
+    assert len(pending) == 1, state.tasks
+    return await agent.ainvoke(Command(resume={pending[0].id: answer}), config)

@@ -15,6 +15,7 @@ from uuid import uuid4
 
 import pytest
 from langchain_core.messages import HumanMessage
+from langgraph.types import Command
 
 from mcp_state_versions import CheckpointHistory, ConcurrentResume, PruningInMemorySaver, entries_of
 
@@ -141,3 +142,41 @@ async def test_two_exit_mode_runs_continuing_one_checkpoint(kind: str, tmp_path:
         assert sorted(ends) == sorted(
             [("0", ["put k=0"])] + [(v, ["put k=0", f"put k={v}"]) for v in kept]
         )
+
+
+@pytest.mark.parametrize("durability", DURABILITIES)
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_resume_another_process_stored_is_read_by_the_process_that_paused(
+    kind: str, durability: str, tmp_path: Path
+) -> None:
+    """This process pauses a turn on two parallel calls that each wait for a person; another
+    OS process resumes one, this one the other. This process then reads and runs the thread
+    with both answers, as a fresh process does: what it remembers of the paused checkpoint is
+    not all it holds (the other process wrote there too)."""
+    from .helpers import two_asks_agent
+
+    thread_id = f"xproc-{uuid4().hex}"
+    where = str(tmp_path / "t.sqlite") if kind == "sqlite" else PG_DSN
+    config = {"configurable": {"thread_id": thread_id}}
+    both = {PUT + "a": "1", PUT + "b": "2"}
+    async with await open_backend(kind, tmp_path) as saver:
+        agent = two_asks_agent(saver)
+        await agent.ainvoke({"messages": [HumanMessage("hello")]}, config)
+        await agent.ainvoke({"messages": [HumanMessage("ask both")]}, config)
+        command = [sys.executable, "-m", "tests.workers", "resume-one", where, thread_id, "b", "2"]
+        other = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert other.stdout.strip() == "resumed", other.stderr
+        pending = [i for t in (await agent.aget_state(config)).tasks for i in t.interrupts]
+        assert len(pending) == 1 and "a?" in str(pending[0].value)
+        await agent.ainvoke(
+            Command(resume={pending[0].id: "1"}), config, durability=durability
+        )
+        stored = (await agent.aget_state(config)).values
+        assert {k: e["value"] for k, e in entries_of(stored["tool_state"]).items()} == both
+        assert [m.type for m in stored["messages"]][-4:] == ["ai", "tool", "tool", "ai"]
+        after = await agent.ainvoke({"messages": [HumanMessage("more")]}, config)
+        assert {k: e["value"] for k, e in entries_of(after["tool_state"]).items()} == both
+        ours = [(m.type, m.content) for m in after["messages"]]
+    async with await open_backend(kind, tmp_path) as fresh:
+        theirs = (await two_asks_agent(fresh).aget_state(config)).values["messages"]
+        assert [(m.type, m.content) for m in theirs] == ours

@@ -73,9 +73,21 @@ async def resume(where: str, thread_id: str, answer: str, barrier: str, durabili
             print(f"stored {entries_of(state['tool_state'])[ASKED]['value']}", flush=True)
 
 
+async def resume_one(where: str, thread_id: str, name: str, answer: str) -> None:
+    """Resume only the interrupt of :func:`~tests.helpers.two_asks_agent` asking for
+    ``name``; prints ``resumed``."""
+    from .helpers import resume_named, two_asks_agent
+
+    async with opened(where) as saver:
+        await resume_named(two_asks_agent(saver), thread_id, name, answer)
+    print("resumed", flush=True)
+
+
 if __name__ == "__main__":
     command, where, thread, argument = sys.argv[1:5]
-    if command == "resume":
+    if command == "resume-one":
+        asyncio.run(resume_one(where, thread, argument, sys.argv[5]))
+    elif command == "resume":
         asyncio.run(resume(where, thread, argument, *sys.argv[5:7]))
     else:
         asyncio.run({"write": write, "prune": prune}[command](where, thread, int(argument)))

@@ -45,6 +45,8 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
+from .known import note_read
+
 __all__ = ["ConcurrentResume", "check_resume", "check_resume_sync", "note_start"]
 
 NOTED_CHECKPOINTS = 256
@@ -116,6 +118,7 @@ def note_start(saver: Any, found: Any) -> None:
     where = None if found is None or _READING_BACK.get() else _where(found.config)
     if where is None:
         return
+    note_read(saver, found)  # another process's writes there: the notes no longer tell all
     tasks = frozenset(task for task, channel, _ in found.pending_writes or () if _kept(channel))
     with _LOCK:
         _remember(_remembered(saver, _NOTED), where, tasks)
