@@ -179,10 +179,11 @@ async def resume_answer(agent: Any, thread_id: str, answer: str, **options: Any)
     return await agent.ainvoke(Command(resume=answer), config, **options)
 
 
-def two_asks_agent(saver: Any) -> Any:
+def two_asks_agent(saver: Any, barrier: str | None = None, *, parties: int = 4) -> Any:
     """A ``create_agent`` agent (each tool call its own task) whose model calls ``ask`` for
     ``a`` and ``b`` at once; each call waits for a person (an interrupt of its own) and
-    publishes the answer under ``ts/put/<name>``."""
+    publishes the answer under ``ts/put/<name>``. With ``barrier`` (a directory), a call,
+    once answered, waits until ``parties`` calls have been (as :func:`asking_agent`)."""
     from langchain.agents import create_agent
 
     from mcp_state_versions import SessionAgentState, SessionStateMiddleware
@@ -190,7 +191,14 @@ def two_asks_agent(saver: Any) -> Any:
     @tool
     def ask(field: str, runtime: ToolRuntime) -> Command:
         """Ask a person for the value of ``field``."""
-        return publish(runtime, "ts", "put", {field: interrupt(f"the value of {field}?")})
+        answer = interrupt(f"the value of {field}?")
+        if barrier is not None:
+            Path(barrier, uuid4().hex).touch()
+            deadline = time.monotonic() + 120  # a guard against a hang, not a timing
+            while len(list(Path(barrier).iterdir())) < parties:
+                assert time.monotonic() < deadline, "the other run never resumed"
+                time.sleep(0.005)
+        return publish(runtime, "ts", "put", {field: answer})
 
     def respond(messages: Sequence[BaseMessage]) -> AIMessage:
         last = messages[-1]

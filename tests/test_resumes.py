@@ -21,7 +21,7 @@ from mcp_state_versions import CheckpointHistory, ConcurrentResume, PruningInMem
 
 from .conftest import BACKENDS, PG_DSN, open_backend
 from .conversation import PUT, agent_graph
-from .helpers import ASKED, asking_agent, resume_answer
+from .helpers import ASKED, asking_agent, resume_answer, two_asks_agent
 
 DURABILITIES = ["async", "sync", "exit"]
 
@@ -180,3 +180,63 @@ async def test_a_resume_another_process_stored_is_read_by_the_process_that_pause
     async with await open_backend(kind, tmp_path) as fresh:
         theirs = (await two_asks_agent(fresh).aget_state(config)).values["messages"]
         assert [(m.type, m.content) for m in theirs] == ours
+
+
+def _values(state: Any) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    tool_state = {k: e["value"] for k, e in entries_of(state.get("tool_state")).items()}
+    return tool_state, [(m.type, m.content) for m in state["messages"]]
+
+
+@pytest.mark.parametrize(
+    "answers", [("1", "2", "1", "2"), ("1", "2", "1", "9"), ("1", "2", "8", "9")],
+    ids=["equal", "one-differs", "both-differ"],
+)
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_two_runs_resuming_two_interrupted_calls_at_once(
+    kind: str, answers: tuple[str, ...], tmp_path: Path
+) -> None:
+    """Two calls of one step each wait for a person; two runs answer both at once (one
+    approval submitted twice, from two connections). No write of a run that goes on is ever
+    taken back: each such run's branch reads back what it returned. A refused run leaves a
+    thread that goes on as its error says, and then reads back as it ran."""
+    thread_id = f"two-{uuid4().hex}"
+    config = {"configurable": {"thread_id": thread_id}}
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    async with (
+        await open_backend(kind, tmp_path) as here,
+        await open_backend(kind, tmp_path) as there,
+    ):
+        savers = (here, here) if kind == "memory" else (here, there)
+        first, second = (two_asks_agent(saver, str(barrier)) for saver in savers)
+        await first.ainvoke({"messages": [HumanMessage("ask both")]}, config)
+        waiting = {
+            str(i.value): i.id for t in (await first.aget_state(config)).tasks for i in t.interrupts
+        }
+        a, b = waiting["the value of a?"], waiting["the value of b?"]
+        results = await asyncio.gather(
+            first.ainvoke(Command(resume={a: answers[0], b: answers[1]}), config),
+            second.ainvoke(Command(resume={a: answers[2], b: answers[3]}), config),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, dict | ConcurrentResume) for r in results), results
+        went_on = [_values(r) for r in results if isinstance(r, dict)]
+        if answers[:2] == answers[2:]:
+            assert len(went_on) == 2  # one answer submitted twice: both go on
+        ends = [
+            _values(s.values)
+            async for s in two_asks_agent(here).aget_state_history(config)
+            if not s.next and s.values.get("tool_state")
+        ]
+        for ran in went_on:
+            assert ran in ends, (ran, ends)
+            given = [{PUT + "a": x, PUT + "b": y} for x, y in (answers[:2], answers[2:])]
+            assert ran[0] in given  # one run's answers, never a mix
+        if not went_on:  # every run refused: the thread goes on as the error says
+            agent = two_asks_agent(here)
+            state = await agent.aget_state(config)
+            pending = {i.id: "0" for t in state.tasks for i in t.interrupts}
+            live = await agent.ainvoke(Command(resume=pending) if pending else None, config)
+            assert not (await agent.aget_state(config)).next
+            assert _values((await agent.aget_state(config)).values) == _values(live)
+            assert len(entries_of(live["tool_state"])) == 2

@@ -40,7 +40,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.base import WRITES_IDX_MAP
@@ -56,6 +56,10 @@ of there, the oldest giving way first."""
 _NOTED = "_mcp_state_versions_started"
 _RUNS = "_mcp_state_versions_runs"
 _LOCK = threading.Lock()
+
+INTERRUPT = "__interrupt__"
+"""The channel of an interrupted task's write (LangGraph's own name, whose constant is
+private: it is the key of ``WRITES_IDX_MAP`` a test checks)."""
 
 _Where = tuple[str, str, str]
 """A checkpoint: its thread, namespace and id."""
@@ -80,8 +84,10 @@ class ConcurrentResume(RuntimeError):
             f"{checkpoint_id} first (a run continuing it at the same time: the same interrupt "
             "resumed twice, with another answer, or two runs with durability='exit'; or an "
             "earlier run that failed there), and a reload would read that one; this run's "
-            "result was not stored. Read the thread's state again (get_state) and, if this "
-            "answer is still wanted, run again from there"
+            "result was not stored. Read the thread's state again (get_state): resume a call "
+            "that still waits for an answer, or, where every call has its result, go on with "
+            "a run that sends no new input (invoke(None)); then, if this answer is still "
+            "wanted, run again from there"
         )
 
 
@@ -119,9 +125,20 @@ def note_start(saver: Any, found: Any) -> None:
     if where is None:
         return
     note_read(saver, found)  # another process's writes there: the notes no longer tell all
-    tasks = frozenset(task for task, channel, _ in found.pending_writes or () if _kept(channel))
+    pending = found.pending_writes or ()
+    tasks = frozenset(task for task, channel, _ in pending if _kept(channel))
+    waiting = frozenset(task for task, channel, _ in pending if channel == INTERRUPT) - tasks
     with _LOCK:
-        _remember(_remembered(saver, _NOTED), where, tasks)
+        _remember(_remembered(saver, _NOTED), where, _Started(tasks, waiting))
+
+
+class _Started(NamedTuple):
+    """What a checkpoint held when a run read it as its start: the tasks whose results were
+    stored there (``done``), and the interrupted tasks still waiting for an answer
+    (``waiting``), which any run resuming it may store a result for."""
+
+    done: frozenset[str]
+    waiting: frozenset[str]
 
 
 def _kept(channel: str) -> bool:
@@ -146,9 +163,18 @@ def _results(writes: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return sorted(found, key=lambda write: write[0])
 
 
+def _exact(writes: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """A task's writes as stored, ids included: whose they are, not only what they say."""
+    return sorted(((c, v) for c, v in writes if _kept(c)), key=lambda write: write[0])
+
+
+_Results = dict[str, tuple[list[tuple[str, Any]], list[tuple[str, Any]]]]
+"""A run's results on a checkpoint: task id to its writes as compared and as stored."""
+
+
 def _ours(
     saver: Any, config: Any, writes: Sequence[tuple[str, Any]], task_id: str
-) -> tuple[_Where, frozenset[str], dict[str, list[tuple[str, Any]]]] | None:
+) -> tuple[_Where, _Started, _Results] | None:
     """Where the writes go, the tasks that were there when the run read it, and this run's
     results there so far (these writes' included), when the writes go on a checkpoint the
     saver read as a run's start; ``None`` otherwise (nothing to check)."""
@@ -160,27 +186,41 @@ def _ours(
     with _LOCK:
         runs = _remembered(saver, _RUNS)
         key = (where, id(runtime if runtime is not None else config))
-        ours: dict[str, list[tuple[str, Any]]] = runs.get(key) or {}
-        ours[task_id] = _results(writes)
+        ours: _Results = runs.get(key) or {}
+        ours[task_id] = (_results(writes), _exact(writes))
         _remember(runs, key, ours)
         return where, noted[where], ours  # type: ignore[index]
 
 
-def _taken_back(
-    found: Any, started: frozenset[str], ours: dict[str, list[tuple[str, Any]]]
-) -> list[str] | None:
-    """``None`` when the checkpoint holds this run's writes as the run stored them and no other
-    run's; else the tasks of this run whose writes are stored there (to be deleted)."""
+def _taken_back(found: Any, started: _Started, ours: _Results) -> list[str] | None:
+    """``None`` when the checkpoint holds this run's results as the run stored them (or equal
+    ones another run stored first) and no other run's; else the tasks whose writes this run
+    takes back.
+
+    Taken back are only writes that are this run's own, ids and all, and not the result of
+    a task that was waiting for an answer. Such a result is stored once, by whichever run
+    got there first; another run that goes on from the checkpoint either stored it or found
+    it equal to its own and reads it, so removing it would take a result from that run's
+    branch. (When every run is refused, the results stored stay, each an answer given to
+    its own call, and the thread goes on from them with a run that sends no new input.)
+    """
     by_task: dict[str, list[tuple[str, Any]]] = {}
     for task, channel, value in found.pending_writes if found is not None else ():
         by_task.setdefault(task, []).append((channel, value))
     stored = {task: _results(writes) for task, writes in by_task.items()}
     stored = {task: writes for task, writes in stored.items() if writes}
-    lost = any(stored.get(task) != results for task, results in ours.items())
-    foreign = any(task not in started and task not in ours for task in stored)
+    lost = any(stored.get(task) != results for task, (results, _) in ours.items())
+    foreign = any(
+        task not in started.done and task not in started.waiting and task not in ours
+        for task in stored
+    )
     if not lost and not foreign:
         return None
-    return [task for task, results in ours.items() if stored.get(task) == results]
+    return [
+        task
+        for task, (_, exact) in ours.items()
+        if task not in started.waiting and _exact(by_task.get(task, [])) == exact
+    ]
 
 
 @contextmanager
