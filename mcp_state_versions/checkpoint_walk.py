@@ -71,6 +71,8 @@ from .backends import (
 )
 from .clock import (
     POSITIONS_PER_TURN,
+    clock_of,
+    marked_index,
     current_turn,
     end_of_turn,
     past_end,
@@ -531,9 +533,13 @@ class CheckpointHistory:
 
         return index, states()
 
-    async def messages_at_end_of(self, thread_id: str, turn: int) -> list[Any] | None:
-        """The thread's messages as ``turn`` ended on this branch; ``None`` when the turn never
-        happened or is no longer retained (what a reader shows beside a turn's values)."""
+    async def turn_messages(
+        self, thread_id: str, turn: int
+    ) -> tuple[list[Any], Mapping[str, Any] | None] | None:
+        """The thread's messages at the checkpoint where the clock closed ``turn`` on this
+        branch, with the clock record there (``None``: no clock); ``None`` when the turn never
+        happened or is no longer retained. The record bounds the turn's own messages in the
+        list (:func:`~mcp_state_versions.conversation.turn_span`)."""
         chain = await self._chain(thread_id)
         index = await chain.index()
         if turn not in index.retained:
@@ -541,8 +547,34 @@ class CheckpointHistory:
         found = await chain.end_of_turn_confirmed(turn)
         if found is None:
             return None
-        values = await self.backend.values(thread_id, self.namespace, chain.links[found][ID])
+        messages = await self._messages_at(thread_id, chain, found)
+        record = clock_of(await chain.tool_state(found))
+        opening = None if record is None else record.get("message")
+        if opening is not None and marked_index(messages, opening) is None:
+            # Gone by the turn's end (a summary or trim in the turn): the turn's own
+            # checkpoints before it still hold its opening message and what followed.
+            earlier = await self._opened_with(thread_id, chain, found, turn, opening)
+            held = {message.id for message in earlier}
+            messages = [*earlier, *(m for m in messages if m.id not in held)]
+        return messages, record
+
+    async def _messages_at(self, thread_id: str, chain: _Chain, index: int) -> list[Any]:
+        values = await self.backend.values(thread_id, self.namespace, chain.links[index][ID])
         return list((values or {}).get("messages") or [])
+
+    async def _opened_with(
+        self, thread_id: str, chain: _Chain, end: int, turn: int, opening: str
+    ) -> list[Any]:
+        """The messages from ``turn``'s opening one on, at the newest of the turn's own
+        checkpoints older than ``end`` that still holds it (``[]``: none does)."""
+        for index in range(end + 1, len(chain.links)):
+            if turn_at(await chain.position(index, trust_stamps=False)) < turn:
+                break
+            messages = await self._messages_at(thread_id, chain, index)
+            found = marked_index(messages, opening)
+            if found is not None:
+                return messages[found:]
+        return []
 
     async def branch_checkpoint_ids(self, thread_id: str) -> list[str]:
         """The checkpoints of the thread's current branch, newest (the head) first."""

@@ -53,6 +53,7 @@ __all__ = [
     "end_of_turn",
     "entries_of",
     "keys_dropped",
+    "marked_index",
     "message_mark",
     "open_turn",
     "past_end",
@@ -170,6 +171,16 @@ def _recorded(message_id: str | None, *recorded: Any) -> bool:
 
 def _mark(message_id: str | None) -> str | None:
     return None if message_id is None else message_mark(message_id)
+
+
+def marked_index(messages: Sequence[Any], mark: str, end: int | None = None) -> int | None:
+    """The index of the last message before ``end`` whose id the clock recorded as ``mark``
+    (a mark, or the id itself in records older than marks); ``None``: none is."""
+    for index in range(len(messages) if end is None else end, 0, -1):
+        message_id = getattr(messages[index - 1], "id", None)
+        if message_id is not None and mark in (message_mark(message_id), message_id):
+            return index - 1
+    return None
 
 
 def clock_of(tool_state: Any) -> ClockRecord | None:

@@ -2,22 +2,28 @@
 reply that ended it.
 
 A person reading a thread's values asks what each turn was about and which call wrote a value.
-The messages at the end of a turn (:meth:`~mcp_state_versions.checkpoint_walk.CheckpointHistory.
-messages_at_end_of`, on the branch being read) answer both: the turn's opening message is the
-last user message, and what follows it is the turn's own calls and reply. A call's result
-message names the keys the library published from it (its artifact), which ties a cell of the
+One definition answers, on every path that drives a thread (``run_turn``, ``invoke``, the Agent
+Server, a resumed interrupt): the conversation of turn N is read from the checkpoint where the
+clock closed turn N on the branch being read, and it runs from the user message the clock
+counted as turn N (the clock record's ``message``) to the last message the turn saw (its
+``seen``), both recorded by the clock as marks of their ids. Nothing is inferred from
+message types: a checkpoint that already holds the next turn's user message (the input step
+of the next run, before its clock ticks) ends the turn where the clock closed it, and a
+summary a middleware wrote is never taken for the user's message. A call's result message
+names the keys the library published from it (its artifact), which ties a cell of the
 timeline to the call that wrote it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .clock import marked_index
 from .publish import PUBLISHED
 
-__all__ = ["ToolCallRecord", "TurnConversation", "turn_conversation"]
+__all__ = ["ToolCallRecord", "TurnConversation", "turn_conversation", "turn_span"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,17 +41,48 @@ class ToolCallRecord:
 @dataclass(frozen=True, slots=True)
 class TurnConversation:
     """What a turn was: ``user`` opened it, ``calls`` were made in it, ``reply`` ended it
-    (``None`` where the messages no longer hold them: a trim, a summary)."""
+    (``None`` where the messages no longer hold them: a trim, a summary). ``open``: the turn
+    has not ended (a call waits for a person), so its reply is still to come."""
 
     user: str | None
     reply: str | None
     calls: list[ToolCallRecord]
+    open: bool = False
 
 
-def turn_conversation(messages: Sequence[Any]) -> TurnConversation:
-    """The conversation of the turn ``messages`` (the list as the turn ended) end with."""
-    opened = max((i for i, m in enumerate(messages) if _kind(m) == "human"), default=None)
-    own = list(messages if opened is None else messages[opened + 1 :])
+def turn_span(messages: Sequence[Any], record: Mapping[str, Any] | None) -> tuple[int | None, int]:
+    """Where the turn whose clock ``record`` is given lies in ``messages``: the index of the
+    user message the clock counted for it (``None``: no longer held) and the end (exclusive)
+    of its own messages. Without a record (a thread the clock never ran on) the turn is the
+    last human message and what follows it."""
+    if record is None:
+        opened = max((i for i, m in enumerate(messages) if _kind(m) == "human"), default=None)
+        return opened, len(messages)
+    end = len(messages)
+    seen = record.get("seen")
+    if not record.get("open") and seen is not None:
+        found = marked_index(messages, seen, len(messages))
+        if found is not None:
+            end = found + 1
+    opening = record.get("message")
+    return (None if opening is None else marked_index(messages, opening, end)), end
+
+
+def turn_conversation(
+    messages: Sequence[Any], record: Mapping[str, Any] | None = None
+) -> TurnConversation:
+    """The conversation of the turn ``messages`` (the list as the turn ended) end with, as
+    the turn's clock ``record`` at that checkpoint bounds it (see :func:`turn_span`)."""
+    opened, end = turn_span(messages, record)
+    if opened is None and record is not None:
+        # the opening message is gone (a summary, a trim): the turn's own messages are those
+        # after the last message of another kind than the turn's own (calls, results, reply)
+        start = end
+        while start > 0 and _kind(messages[start - 1]) in ("ai", "tool"):
+            start -= 1
+        own = list(messages[start:end])
+    else:
+        own = list(messages[:end] if opened is None else messages[opened + 1 : end])
     results = {getattr(m, "tool_call_id", None): m for m in own if _kind(m) == "tool"}
     calls = []
     reply = None
@@ -66,7 +103,10 @@ def turn_conversation(messages: Sequence[Any]) -> TurnConversation:
         if not getattr(message, "tool_calls", None):
             reply = _text(message)
     user = None if opened is None else _text(messages[opened])
-    return TurnConversation(user=user, reply=reply, calls=calls)
+    still_open = bool(record is not None and record.get("open"))
+    if still_open:
+        reply = None
+    return TurnConversation(user=user, reply=reply, calls=calls, open=still_open)
 
 
 def _kind(message: Any) -> str | None:

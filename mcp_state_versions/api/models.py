@@ -148,3 +148,6 @@ class TurnConversationBody(BaseModel):
     user: str | None
     reply: str | None
     calls: list[ToolCallItem]
+    open: bool = Field(
+        default=False, description="The turn has not ended (a call waits for a person)."
+    )

@@ -120,8 +120,8 @@ async def timeline(
 async def turn_conversation_of(
     thread_id: str, turn: Annotated[int, Path(ge=1)], present: Thread, history: History
 ) -> TurnConversationBody:
-    messages = await history.messages_at_end_of(thread_id, turn)
-    if messages is None:
+    found_messages = await history.turn_messages(thread_id, turn)
+    if found_messages is None:
         index = await history.turns(thread_id)
         if turn > index.total:
             raise ProblemError(
@@ -132,11 +132,12 @@ async def turn_conversation_of(
         raise ProblemError(
             410, "turn_not_retained", f"turn {turn} of thread {thread_id!r} is no longer retained"
         )
-    found = turn_conversation(messages)
+    found = turn_conversation(*found_messages)
     return TurnConversationBody(
         thread_id=thread_id,
         turn=turn,
         user=found.user,
         reply=found.reply,
         calls=[ToolCallItem(**asdict(call)) for call in found.calls],
+        open=found.open,
     )

@@ -221,7 +221,8 @@ class Timeline {
     this.turnPanel.replaceChildren(title,
       el("p", { class: "said user" }, el("strong", {}, "User: "), body.user ?? "(no longer in the messages)"),
       calls.length ? el("ul", { class: "calls" }, calls) : null,
-      el("p", { class: "said reply" }, el("strong", {}, "Reply: "), body.reply ?? "(no reply)"));
+      el("p", { class: "said reply" }, el("strong", {}, "Reply: "),
+        body.reply ?? (body.open ? "(still to come: the turn waits for a person)" : "(no reply)")));
   }
 
   cell() {
