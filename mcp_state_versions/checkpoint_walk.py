@@ -539,7 +539,7 @@ class CheckpointHistory:
         """The thread's messages at the checkpoint where the clock closed ``turn`` on this
         branch, with the clock record there (``None``: no clock); ``None`` when the turn never
         happened or is no longer retained. The record bounds the turn's own messages in the
-        list (:func:`~mcp_state_versions.conversation.turn_span`)."""
+        list (:func:`~mcp_state_versions.conversation.turn_bounds`)."""
         chain = await self._chain(thread_id)
         index = await chain.index()
         if turn not in index.retained:

@@ -16,14 +16,27 @@ timeline to the call that wrote it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .clock import marked_index
+from .history import ConversationHistory, turn_span
 from .publish import PUBLISHED
 
-__all__ = ["ToolCallRecord", "TurnConversation", "turn_conversation", "turn_span"]
+__all__ = [
+    "CONVERSATION_KEY",
+    "MAX_CONVERSATION_TURNS",
+    "ToolCallRecord",
+    "TurnConversation",
+    "TurnsError",
+    "parse_turns",
+    "read_conversation",
+    "removed_turns",
+    "turn_conversation",
+    "turn_bounds",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +63,7 @@ class TurnConversation:
     open: bool = False
 
 
-def turn_span(messages: Sequence[Any], record: Mapping[str, Any] | None) -> tuple[int | None, int]:
+def turn_bounds(messages: Sequence[Any], record: Mapping[str, Any] | None) -> tuple[int | None, int]:
     """Where the turn whose clock ``record`` is given lies in ``messages``: the index of the
     user message the clock counted for it (``None``: no longer held) and the end (exclusive)
     of its own messages. Without a record (a thread the clock never ran on) the turn is the
@@ -72,8 +85,8 @@ def turn_conversation(
     messages: Sequence[Any], record: Mapping[str, Any] | None = None
 ) -> TurnConversation:
     """The conversation of the turn ``messages`` (the list as the turn ended) end with, as
-    the turn's clock ``record`` at that checkpoint bounds it (see :func:`turn_span`)."""
-    opened, end = turn_span(messages, record)
+    the turn's clock ``record`` at that checkpoint bounds it (see :func:`turn_bounds`)."""
+    opened, end = turn_bounds(messages, record)
     if opened is None and record is not None:
         # the opening message is gone (a summary, a trim): the turn's own messages are those
         # after the last message of another kind than the turn's own (calls, results, reply)
@@ -123,3 +136,144 @@ def _published_keys(message: Any) -> list[str]:
     found = artifact.get(PUBLISHED) if isinstance(artifact, dict) else None
     keys = found.get("keys") if isinstance(found, dict) else None
     return [str(key) for key in keys] if isinstance(keys, list) else []
+
+
+CONVERSATION_KEY = "@conversation"
+"""The key ``inspect_state`` reads a turn's conversation under (``turn=N`` or ``"A-B"``)."""
+
+MAX_CONVERSATION_TURNS = 5
+"""The most turns one ``@conversation`` read returns: a range is for comparing a few turns,
+and each turn is a read of history."""
+
+RESULT_CHARS = 1_000
+"""How much of a call's result a conversation read shows before cutting it, with a note that
+names the ``path=`` reading the rest."""
+
+_TURNS_TEXT = re.compile(r"\s*([0-9]{1,12})\s*(?:[-–]\s*([0-9]{1,12})\s*)?", re.ASCII)
+
+
+class TurnsError(ValueError):
+    """A ``turn=`` for ``@conversation`` that names no turns; the message says what to send."""
+
+
+def parse_turns(turn: Any) -> range:
+    """The turns a ``@conversation`` read asks for: ``3``, ``"3"`` or ``"3-5"`` (at most
+    :data:`MAX_CONVERSATION_TURNS` turns)."""
+    found: tuple[int, int] | None = None
+    if isinstance(turn, int) and not isinstance(turn, bool):
+        found = (turn, turn)
+    elif isinstance(turn, float) and turn.is_integer() and abs(turn) < 1e15:
+        found = (int(turn), int(turn))
+    elif isinstance(turn, str) and (match := _TURNS_TEXT.fullmatch(turn)):
+        first = int(match.group(1))
+        found = (first, int(match.group(2) or first))
+    if found is None or found[0] < 1 or found[1] < found[0]:
+        raise TurnsError(
+            f'{CONVERSATION_KEY} needs turn=N (1 for the first user message) or a range '
+            f'turn="A-B", got {turn!r}.'
+        )
+    if found[1] - found[0] + 1 > MAX_CONVERSATION_TURNS:
+        raise TurnsError(
+            f"turn={turn!r} asks for {found[1] - found[0] + 1} turns; read at most "
+            f'{MAX_CONVERSATION_TURNS} at once (turn="{found[0]}-{found[0] + 4}").'
+        )
+    return range(found[0], found[1] + 1)
+
+
+def conversation_value(found: TurnConversation, turn: int, *, cut: bool) -> dict[str, Any]:
+    """A turn's conversation as the JSON a model reads (``path=`` and ``pattern=`` work on
+    it); with ``cut``, long results are shortened, each saying which ``path=`` reads it."""
+    calls = []
+    for index, record in enumerate(found.calls):
+        result = record.result
+        if cut and result is not None and len(result) > RESULT_CHARS:
+            rest = len(result) - RESULT_CHARS
+            result = (
+                f"{result[:RESULT_CHARS]}… ({rest:,} more characters: read the whole result "
+                f'with key="{CONVERSATION_KEY}", turn={turn}, path="calls[{index}].result")'
+            )
+        calls.append({"id": record.id, "tool": record.tool, "args": record.args, "result": result})
+    value: dict[str, Any] = {"turn": turn, "user": found.user, "calls": calls}
+    value["reply"] = found.reply
+    if found.open:
+        value["open"] = True
+    return value
+
+
+async def read_conversation(
+    history: ConversationHistory | None,
+    thread_id: str | None,
+    turns: range,
+    *,
+    path: str | None = None,
+    pattern: str | None = None,
+) -> str:
+    """What ``inspect_state(key="@conversation", turn=...)`` tells the model: each turn's
+    conversation verbatim, read from history (so a turn a summary took out of the messages
+    in state still reads as it was said), or why it cannot be read."""
+    from .wording import narrow
+
+    if history is None or thread_id is None or not isinstance(history, ConversationHistory):
+        return (
+            "What was said in earlier turns is not available: this deployment keeps no turn "
+            "history. Say so rather than guessing what was said."
+        )
+    index = await history.turns(thread_id)
+    parts = []
+    for turn in turns:
+        if turn > index.total:
+            parts.append(
+                f"Turn {turn} never happened: this thread has had {index.total} turn"
+                f"{'s' if index.total != 1 else ''}. Call again with a turn from 1 to "
+                f"{index.total}."
+            )
+            continue
+        found = await history.turn_messages(thread_id, turn)
+        if found is None:
+            parts.append(
+                f"Turn {turn} is no longer retained: this deployment pruned that part of the "
+                f"conversation's history (retained turns: {turn_span_text(index.retained)}). "
+                "Say that what was said then is no longer available."
+            )
+            continue
+        value = conversation_value(turn_conversation(*found), turn, cut=path is None)
+        heading = f"Turn {turn}'s conversation, as it was said"
+        if value.get("open"):
+            heading += " (the turn has not ended: a call waits for a person)"
+        parts.append(f"{heading}:\n{narrow(value, path=path, pattern=pattern)}")
+    return "\n\n".join(parts)
+
+
+def turn_span_text(retained: range) -> str:
+    return turn_span(retained) if retained else "none"
+
+
+def removed_turns(messages: Sequence[Any], record: Mapping[str, Any] | None) -> range:
+    """The turns whose opening user messages ``messages`` no longer hold (a summary or a trim
+    took them out), counted from turn 1, by the clock's marks of the turns it counted
+    (``range(1, 1)``: none)."""
+    if record is None or not isinstance(record.get("turn"), int):
+        return range(1, 1)
+    first = record.get("first")
+    if not isinstance(first, str) or marked_index(messages, first) is not None:
+        return range(1, 1)
+    total = int(record["turn"])
+    counted = [mark for mark in record.get("counted") or [] if isinstance(mark, str)]
+    for position, mark in enumerate(counted):
+        if marked_index(messages, mark) is not None:
+            return range(1, max(total - (len(counted) - 1 - position), 1))
+    return range(1, total + 1)
+
+
+def removed_turns_note(messages: Sequence[Any], record: Mapping[str, Any] | None) -> str:
+    """The listing's line saying which turns left the messages, or ``""`` when none did."""
+    removed = removed_turns(messages, record)
+    if not removed:
+        return ""
+    which = f"Turn {removed.start} was" if len(removed) == 1 else (
+        f"Turns {removed.start}–{removed.stop - 1} were"
+    )
+    return (
+        f"\n({which} summarized or trimmed out of this conversation's messages: read one with "
+        f'key="{CONVERSATION_KEY}", turn=N.)'
+    )

@@ -23,6 +23,7 @@ from .state import StateEntry
 
 __all__ = [
     "AUTO",
+    "ConversationHistory",
     "DamagedState",
     "Found",
     "HistoryError",
@@ -153,6 +154,24 @@ class ThreadHistory(Protocol):
 
     async def tool_state_at(self, thread_id: str, turn: int) -> TurnSnapshot:
         """``tool_state`` as ``turn`` ended (``None`` inside when not retained or never had)."""
+        ...
+
+
+@runtime_checkable
+class ConversationHistory(Protocol):
+    """A history that also holds each turn's messages: what ``inspect_state(key=
+    "@conversation", turn=N)`` and the HTTP API's turn reads need
+    (:class:`~mcp_state_versions.checkpoint_walk.CheckpointHistory` is one)."""
+
+    async def turns(self, thread_id: str) -> TurnIndex:
+        """How many turns the thread has had and which of them are retained."""
+        ...
+
+    async def turn_messages(
+        self, thread_id: str, turn: int
+    ) -> tuple[list[Any], Mapping[str, Any] | None] | None:
+        """The messages where the clock closed ``turn``, with the clock record there;
+        ``None`` when the turn never happened or is no longer retained."""
         ...
 
 

@@ -21,9 +21,23 @@ from langgraph.prebuilt import ToolRuntime
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from .backends import NeedsAsync, run_sync
-from .clock import current_turn, entries_of, keys_dropped, state_field
+from .clock import clock_of, current_turn, entries_of, keys_dropped, state_field
+from .conversation import (
+    CONVERSATION_KEY,
+    TurnsError,
+    parse_turns,
+    read_conversation,
+    removed_turns_note,
+)
 from .handles import HANDLE_PREFIX
-from .history import AUTO, HistoryError, HistoryOption, ThreadHistory, UnknownKey
+from .history import (
+    AUTO,
+    ConversationHistory,
+    HistoryError,
+    HistoryOption,
+    ThreadHistory,
+    UnknownKey,
+)
 from .render import PathError, PatternError
 from .resolve import (
     history_of_run,
@@ -183,8 +197,16 @@ def read_state_key(
         pattern = _parse_text("pattern", pattern)
         path = _parse_text("path", path)
         tool_state = visible_keys(_readable(state_field(state, "tool_state")), allowed_keys)
+        if key == CONVERSATION_KEY:
+            return (
+                f'{CONVERSATION_KEY} is read as of a turn: call with turn=N (or turn="A-B").'
+            )
         if key.endswith("*") and key not in tool_state:
-            return listing(tool_state, pattern, prefix=key[:-1])
+            found = listing(tool_state, pattern, prefix=key[:-1])
+            if key == "*":
+                record = clock_of(state_field(state, "tool_state"))
+                found += removed_turns_note(state_field(state, "messages") or [], record)
+            return found
         if key not in tool_state:
             return unknown_key(key, list(tool_state))
         return current_text(
@@ -208,7 +230,12 @@ class _InspectStateArgs(BaseModel):
     key: Annotated[
         Any,
         WithJsonSchema({"type": "string"}),
-        Field(description='A state key, "<toolset>/<tool>/<field>", or "*" to list keys.'),
+        Field(
+            description=(
+                'A state key, "<toolset>/<tool>/<field>", "*" to list keys, or "@conversation" '
+                "(with turn=) for what was said in a turn."
+            )
+        ),
     ]
     pattern: Annotated[
         Any,
@@ -222,8 +249,13 @@ class _InspectStateArgs(BaseModel):
     ] = None
     turn: Annotated[
         Any,
-        WithJsonSchema({"type": "integer", "minimum": 1}),
-        Field(description="Read the value as it stood at the end of this turn (1 = first)."),
+        WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string"}]}),
+        Field(
+            description=(
+                "Read the value as it stood at the end of this turn (1 = first); with "
+                'key="@conversation", what was said in that turn, or turns "A-B".'
+            )
+        ),
     ] = None
     versions: Annotated[
         Any,
@@ -311,9 +343,20 @@ async def _inspect(
     """
     try:
         key_ = _parse_key(key)
-        turn_ = _parse_turn(turn)
         pattern_ = _parse_text("pattern", pattern)
         path_ = _parse_text("path", path)
+        if key_ == CONVERSATION_KEY:
+            if _parse_flag("versions", versions):
+                raise _BadCall(f"{CONVERSATION_KEY} has no versions: read it with turn=N.")
+            conversation = history if isinstance(history, ConversationHistory) else None
+            return await read_conversation(
+                conversation,
+                thread_of(runtime.config),
+                parse_turns(turn),
+                path=path_,
+                pattern=pattern_,
+            )
+        turn_ = _parse_turn(turn)
         all_versions = _parse_flag("versions", versions)
         run = offload if pattern_ is not None and offload is not None else _inline
         if turn_ is None and not all_versions:
@@ -377,7 +420,7 @@ async def _inspect(
         return await run(
             describe_answer, answer, keys=list(tool_state), path=path_, pattern=pattern_
         )
-    except (_BadCall, PathError, PatternError) as error:
+    except (_BadCall, PathError, PatternError, TurnsError) as error:
         return str(error)
     except HistoryError as error:
         return describe_failure(error)

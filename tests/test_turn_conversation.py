@@ -160,3 +160,113 @@ async def test_a_turn_waiting_for_a_person_says_it_is_open() -> None:
     assert found.open and found.user == "ask both" and found.reply is None
     assert [c.tool for c in found.calls] == ["ask", "ask"]
     assert all(c.result is None for c in found.calls)
+
+
+def _reader_reply(messages: Sequence[BaseMessage]) -> AIMessage:
+    """The summarizer's and the agent's script, and "recall N" asks for turn N's words."""
+    from langchain_core.messages import ToolMessage
+
+    from mcp_state_versions.scripted import call
+
+    last = messages[-1]
+    if isinstance(last, HumanMessage) and str(last.content).startswith("recall "):
+        turn = str(last.content)[7:]
+        return AIMessage("", tool_calls=[call("inspect_state", "r1", key="@conversation", turn=turn)])
+    if isinstance(last, ToolMessage) and last.name == "inspect_state":
+        return AIMessage("recalled")
+    return _summarizer_reply(messages)
+
+
+def _summarized_agent(saver: Any) -> Any:
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import SummarizationMiddleware
+
+    summarizer = SummarizationMiddleware(
+        ScriptedChatModel(respond=_summarizer_reply), trigger=("messages", 6), keep=("messages", 2)
+    )
+    return create_agent(
+        ScriptedChatModel(respond=_reader_reply),
+        [get_aoi],
+        middleware=[SessionStateMiddleware(), summarizer],
+        state_schema=SessionAgentState,
+        checkpointer=saver,
+    )
+
+
+@pytest.mark.parametrize("how", ["ainvoke", "invoke"])
+async def test_the_model_reads_what_a_summary_removed(how: str) -> None:
+    """After summaries took turns out of the messages, the model calls
+    ``inspect_state(key="@conversation", turn=N)`` and gets turn N verbatim; the listing
+    says which turns left the messages; a range, a turn that never happened and a range too
+    long each answer in words."""
+    import json
+
+    from mcp_state_versions import make_inspect_state
+
+    from .conftest import runtime_for
+
+    saver = PruningInMemorySaver()
+    agent = _summarized_agent(saver)
+    thread_id = f"recall-{uuid4().hex}"
+    for text in TURNS:
+        await drive(agent, thread_id, text, how, "async")
+    await drive(agent, thread_id, "recall 3", how, "async")
+    config = {"configurable": {"thread_id": thread_id}}
+    state = (await agent.aget_state(config)).values
+    answer = next(m for m in reversed(state["messages"]) if m.type == "tool")
+    heading, body = str(answer.content).split("\n", 1)
+    assert heading == "Turn 3's conversation, as it was said:"
+    found = json.loads(body)
+    assert (found["user"], found["reply"]) == ("find Oslo", "done")
+    assert [(c["tool"], c["args"]) for c in found["calls"]] == [("get_aoi", {"place": "Oslo"})]
+    assert "find Oslo" not in [m.content for m in state["messages"]]  # not in state any more
+    tool = make_inspect_state(history=CheckpointHistory(saver))
+    runtime = runtime_for(state, thread_id)
+    listing = await tool.coroutine(key="*", runtime=runtime)  # type: ignore[misc]
+    assert "were summarized or trimmed out of this conversation's messages" in listing
+    assert 'key="@conversation", turn=N' in listing
+    several = await tool.coroutine(key="@conversation", turn="1-2", runtime=runtime)  # type: ignore[misc]
+    assert several.count("conversation, as it was said") == 2 and "find Copenhagen" in several
+    never = await tool.coroutine(key="@conversation", turn=40, runtime=runtime)  # type: ignore[misc]
+    assert never.startswith("Turn 40 never happened: this thread has had 6 turns")
+    wide = await tool.coroutine(key="@conversation", turn="1-9", runtime=runtime)  # type: ignore[misc]
+    assert "read at most 5 at once" in wide
+    bad = await tool.coroutine(key="@conversation", runtime=runtime)  # type: ignore[misc]
+    assert "needs turn=N" in bad
+    none = make_inspect_state(history=None)
+    unkept = await none.coroutine(key="@conversation", turn=1, runtime=runtime)  # type: ignore[misc]
+    assert "keeps no turn history" in unkept
+
+
+async def test_nothing_is_added_to_the_listing_when_no_turn_left_the_messages() -> None:
+    from mcp_state_versions import make_inspect_state
+
+    from .conftest import runtime_for
+
+    saver = PruningInMemorySaver()
+    agent = create_agent_on(saver)
+    thread_id = f"whole-{uuid4().hex}"
+    for text in TURNS:
+        await drive(agent, thread_id, text, "ainvoke", "async")
+    state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+    listing = await make_inspect_state().coroutine(key="*", runtime=runtime_for(state, thread_id))  # type: ignore[misc]
+    assert "@conversation" not in listing
+
+
+async def test_a_pruned_turn_s_conversation_is_no_longer_retained() -> None:
+    from mcp_state_versions import make_inspect_state, prune_thread
+
+    from .conftest import runtime_for
+
+    saver = PruningInMemorySaver()
+    agent = create_agent_on(saver)
+    thread_id = f"pruned-{uuid4().hex}"
+    for text in TURNS:
+        await drive(agent, thread_id, text, "ainvoke", "async")
+    await prune_thread(saver, thread_id, keep_turns=2)
+    state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+    tool = make_inspect_state(history=CheckpointHistory(saver))
+    gone = await tool.coroutine(key="@conversation", turn=1, runtime=runtime_for(state, thread_id))  # type: ignore[misc]
+    assert gone.startswith("Turn 1 is no longer retained") and "4–5" in gone
+    kept = await tool.coroutine(key="@conversation", turn=5, runtime=runtime_for(state, thread_id))  # type: ignore[misc]
+    assert '"user": "find Aarhus"' in kept
