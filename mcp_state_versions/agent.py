@@ -65,7 +65,7 @@ SESSION_STATE_PROMPT = (
     "'rewritten', it held other values in earlier turns: to compare with an earlier result, "
     "read it with turn=N (or versions=true) rather than reading the current value twice. "
     "When the listing says turns were summarized out of the conversation, read what was said "
-    "in one with inspect_state(key=\"@conversation\", turn=N) rather than guessing."
+    'in one with inspect_state(key="@conversation", turn=N) rather than guessing.'
 )
 """The guidance a model needs to use session state; ``build_agent`` and
 ``SessionStateMiddleware`` put it in the system prompt."""

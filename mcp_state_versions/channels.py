@@ -70,9 +70,7 @@ def _counted(writes: Sequence[Any]) -> int:
     return sum(map(_count, writes))
 
 
-def _answered(
-    channel: Any, state: Callable[[], tuple[Any, ...]], decide: Callable[[], int]
-) -> int:
+def _answered(channel: Any, state: Callable[[], tuple[Any, ...]], decide: Callable[[], int]) -> int:
     """A channel's snapshot cadence, the same however often LangGraph asks.
 
     Deciding moves the channel's base when a snapshot falls due, so a second question would

@@ -72,9 +72,9 @@ from .backends import (
 from .clock import (
     POSITIONS_PER_TURN,
     clock_of,
-    marked_index,
     current_turn,
     end_of_turn,
+    marked_index,
     past_end,
     position,
     turn_at,

@@ -6,6 +6,9 @@
     mcp-state-versions inspect --checkpointer SPEC --thread T [KEY [--turn N | --versions]]
                                [--checkpoint ID] [--json]
     mcp-state-versions turns   --checkpointer SPEC --thread T [--checkpoint ID] [--json]
+    mcp-state-versions conversation --checkpointer SPEC --thread T (--turn N | --turns A-B)
+                               [--checkpoint ID] [--json]
+    mcp-state-versions diff    --checkpointer SPEC --thread T --key K --from N --to M [--json]
     mcp-state-versions prune   --checkpointer SPEC --thread T [--keep-turns N] [--drop-abandoned]
                                [--dry-run] [--json]
     mcp-state-versions sweep   --checkpointer SPEC [--keep-turns N] [--idle-for 30d]
@@ -16,8 +19,9 @@
     mcp-state-versions serve   --checkpointer SPEC [--host 127.0.0.1] [--port 8000] [--json]
 
 ``SPEC`` is ``memory``, ``sqlite:PATH`` or ``postgres:DSN``. Commands that only read
-(``inspect``, ``turns``, ``threads``, ``serve``, and dry runs) open a SQLite file read-only and
-change nothing in it; on PostgreSQL they set nothing up, and the server refuses their writes.
+(``inspect``, ``turns``, ``conversation``, ``diff``, ``threads``, ``serve``, and dry runs)
+open a SQLite file read-only and change nothing in it; on PostgreSQL they set nothing up, and
+the server refuses their writes.
 ``inspect`` resolves a read exactly as ``inspect_state`` and the HTTP API do (all three call
 :mod:`mcp_state_versions.resolve`), and its exit code says which answer it was, so scripts can
 branch on it (see :data:`EXIT_CODES`).
@@ -240,6 +244,47 @@ def _turns_arguments(turns: argparse.ArgumentParser) -> None:
     _json(turns)
 
 
+def _turn_range(text: str) -> range:
+    from .conversation import TurnsError, parse_turns
+
+    try:
+        return parse_turns(text)
+    except TurnsError as error:
+        raise argparse.ArgumentTypeError(
+            str(error).replace("turn=", "--turns ").replace("@conversation needs", "give")
+        ) from None
+
+
+def _positive_turn(text: str) -> int:
+    try:
+        turn = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a turn is a whole number, 1 or more (turn 1 is the first), not {text!r}"
+        ) from None
+    if turn < 1:
+        raise argparse.ArgumentTypeError(f"a turn is 1 or more (turn 1 is the first), not {turn}")
+    return turn
+
+
+def _conversation_arguments(conversation: argparse.ArgumentParser) -> None:
+    _thread_arguments(conversation)
+    which = conversation.add_mutually_exclusive_group(required=True)
+    which.add_argument("--turn", type=_positive_turn, metavar="N", help="one turn")
+    which.add_argument("--turns", type=_turn_range, metavar="A-B", help="up to five turns")
+    _reader_arguments(conversation)
+    _json(conversation)
+
+
+def _diff_arguments(diff: argparse.ArgumentParser) -> None:
+    _thread_arguments(diff)
+    diff.add_argument("--key", required=True, help="the key whose values to compare")
+    diff.add_argument("--from", dest="start", type=_positive_turn, required=True, metavar="N")
+    diff.add_argument("--to", dest="end", type=_positive_turn, required=True, metavar="M")
+    _reader_arguments(diff)
+    _json(diff)
+
+
 def _threads_arguments(threads: argparse.ArgumentParser) -> None:
     _checkpointer_argument(threads)
     threads.add_argument("--contains", metavar="TEXT", help="only threads whose id contains TEXT")
@@ -304,6 +349,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "demo": ("run the demo conversation through the agent loop", _demo_arguments),
     "inspect": ("read a thread's state, now or as of a turn", _inspect_arguments),
     "turns": ("how many turns a thread has had, and which are retained", _turns_arguments),
+    "conversation": (
+        "what was said in a turn: its user message, calls and reply, read from history",
+        _conversation_arguments,
+    ),
+    "diff": ("how a key's value changed between two turns", _diff_arguments),
     "threads": ("list a store's threads, newest first", _threads_arguments),
     "index": (
         "create the indexes that make reads of a SQLite file fast (writes them)",
@@ -460,7 +510,104 @@ async def _operate(args: argparse.Namespace) -> int:
                 span = turn_span(index.retained)
                 print(f"thread {args.thread}: {index.total} turns, retained: {span}")
             return 0
+        if args.command == "conversation":
+            return await _conversation(history, args)
+        if args.command == "diff":
+            return await _diff(history, present, args)
         return await _inspect(_console(), history, present, args)
+
+
+async def _conversation(history: Any, args: argparse.Namespace) -> int:
+    """``conversation``: each turn asked for, as the page's turn panel shows it."""
+    from .conversation import conversation_value, turn_conversation
+    from .history import retained_span, turn_span
+
+    index = await history.turns(args.thread)
+    turns = args.turns if args.turns is not None else range(args.turn, args.turn + 1)
+    found = []
+    for turn in turns:
+        if turn > index.total:
+            message = f"turn {turn} never happened: the thread has had {index.total}"
+            return _report(args, "turn_never_happened", message, {"total": index.total})
+        messages = await history.turn_messages(args.thread, turn)
+        if messages is None:
+            message = f"turn {turn} is no longer retained (retained: {turn_span(index.retained)})"
+            retained = retained_span(index.retained)
+            return _report(args, "turn_not_retained", message, {"retained": retained})
+        found.append(conversation_value(turn_conversation(*messages), turn, cut=False))
+    if args.json:
+        body = {"outcome": "found", "thread_id": args.thread, "turns": found}
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return 0
+    for number, turn_found in enumerate(found):
+        if number:
+            print()
+        print(_conversation_text(turn_found))
+    return 0
+
+
+def _conversation_text(found: dict[str, Any]) -> str:
+    lines = [f"turn {found['turn']}" + (" (still open)" if found.get("open") else "")]
+    lines.append(f"  user:  {found['user'] if found['user'] is not None else '(no longer held)'}")
+    for call in found["calls"]:
+        arguments = json.dumps(call["args"], ensure_ascii=False)
+        lines.append(f"  call:  {call['tool']} {arguments}")
+        if call["result"] is not None:
+            lines.append("         -> " + call["result"].replace("\n", "\n            "))
+    if found.get("open"):
+        lines.append("  reply: (still to come: a call waits for a person)")
+    else:
+        lines.append(f"  reply: {found['reply'] if found['reply'] is not None else '(no reply)'}")
+    return "\n".join(lines)
+
+
+async def _diff(history: Any, present: Any, args: argparse.Namespace) -> int:
+    """``diff``: the key's value at the end of ``--from`` and of ``--to``, as a unified diff
+    of their JSON (nothing printed, exit 0, when they are equal)."""
+    import difflib
+
+    from .history import Found
+    from .resolve import resolve_turn
+
+    values = []
+    for turn in (args.start, args.end):
+        answer = await resolve_turn(
+            present.tool_state,
+            args.key,
+            turn,
+            current_turn=present.turn,
+            history=history,
+            thread_id=args.thread,
+        )
+        if not isinstance(answer, Found):
+            args.turn = turn  # the turn the outcome is about
+            return _answer(_console(), args, answer, list(present.tool_state))
+        values.append(answer.value)
+    texts = [json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) for value in values]
+    if args.json:
+        body = {
+            "outcome": "found",
+            "thread_id": args.thread,
+            "key": args.key,
+            "from": {"turn": args.start, "value": values[0]},
+            "to": {"turn": args.end, "value": values[1]},
+            "equal": values[0] == values[1],
+        }
+        print(json.dumps(body, indent=2, ensure_ascii=False))
+        return 0
+    lines = difflib.unified_diff(
+        texts[0].splitlines(),
+        texts[1].splitlines(),
+        f"{args.key} at the end of turn {args.start}",
+        f"{args.key} at the end of turn {args.end}",
+        lineterm="",
+    )
+    diff = "\n".join(lines)
+    if diff:
+        print(diff)
+    else:
+        print("mcp-state-versions: the values are equal", file=sys.stderr)
+    return 0
 
 
 def _report(args: argparse.Namespace, code: str, message: str, data: dict[str, Any]) -> int:

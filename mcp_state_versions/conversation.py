@@ -34,8 +34,8 @@ __all__ = [
     "parse_turns",
     "read_conversation",
     "removed_turns",
-    "turn_conversation",
     "turn_bounds",
+    "turn_conversation",
 ]
 
 
@@ -63,7 +63,9 @@ class TurnConversation:
     open: bool = False
 
 
-def turn_bounds(messages: Sequence[Any], record: Mapping[str, Any] | None) -> tuple[int | None, int]:
+def turn_bounds(
+    messages: Sequence[Any], record: Mapping[str, Any] | None
+) -> tuple[int | None, int]:
     """Where the turn whose clock ``record`` is given lies in ``messages``: the index of the
     user message the clock counted for it (``None``: no longer held) and the end (exclusive)
     of its own messages. Without a record (a thread the clock never ran on) the turn is the
@@ -169,7 +171,7 @@ def parse_turns(turn: Any) -> range:
         found = (first, int(match.group(2) or first))
     if found is None or found[0] < 1 or found[1] < found[0]:
         raise TurnsError(
-            f'{CONVERSATION_KEY} needs turn=N (1 for the first user message) or a range '
+            f"{CONVERSATION_KEY} needs turn=N (1 for the first user message) or a range "
             f'turn="A-B", got {turn!r}.'
         )
     if found[1] - found[0] + 1 > MAX_CONVERSATION_TURNS:
@@ -270,8 +272,10 @@ def removed_turns_note(messages: Sequence[Any], record: Mapping[str, Any] | None
     removed = removed_turns(messages, record)
     if not removed:
         return ""
-    which = f"Turn {removed.start} was" if len(removed) == 1 else (
-        f"Turns {removed.start}–{removed.stop - 1} were"
+    which = (
+        f"Turn {removed.start} was"
+        if len(removed) == 1
+        else (f"Turns {removed.start}–{removed.stop - 1} were")
     )
     return (
         f"\n({which} summarized or trimmed out of this conversation's messages: read one with "

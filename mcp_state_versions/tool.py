@@ -198,9 +198,7 @@ def read_state_key(
         path = _parse_text("path", path)
         tool_state = visible_keys(_readable(state_field(state, "tool_state")), allowed_keys)
         if key == CONVERSATION_KEY:
-            return (
-                f'{CONVERSATION_KEY} is read as of a turn: call with turn=N (or turn="A-B").'
-            )
+            return f'{CONVERSATION_KEY} is read as of a turn: call with turn=N (or turn="A-B").'
         if key.endswith("*") and key not in tool_state:
             found = listing(tool_state, pattern, prefix=key[:-1])
             if key == "*":

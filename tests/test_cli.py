@@ -855,3 +855,45 @@ def test_prune_and_sweep_on_a_full_disk_exit_9_in_one_line(
         _one_line(done, 9, "full")
     after = _cli("inspect", "--checkpointer", f"sqlite:{copy}", "--thread", first, "--json")
     assert after.returncode == 0 and after.stdout == before.stdout, after.stderr
+
+
+def test_every_command_is_documented_in_the_readme() -> None:
+    """Each command has its row in the README's CLI table, and each exit code its words."""
+    from mcp_state_versions.cli import _COMMANDS, EXIT_CODES
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    table = readme[readme.index("## CLI") : readme.index("## HTTP")]
+    assert [name for name in _COMMANDS if f"| `{name} " not in table] == []
+    for code in sorted(set(EXIT_CODES.values())):
+        assert f" {code} " in table.split("Exit codes:")[1][:900], code
+
+
+def test_conversation_and_diff_read_turns_from_history(
+    untouched_demo: tuple[str, str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``conversation`` prints what was said in a turn (the page's turn panel), ``diff`` a
+    value's change between two turns; each outcome has its read's exit code."""
+    spec, thread, _ = untouched_demo
+    base = ["--checkpointer", spec, "--thread", thread]
+    code, out = run(capsys, "conversation", *base, "--turn", "3")
+    assert code == 0 and out.startswith("turn 3\n  user:  Now find Aarhus.")
+    assert 'call:  get_aoi {"place": "Aarhus"}' in out
+    code, out = run(capsys, "conversation", *base, "--turns", "3-4", "--json")
+    body = json.loads(out)
+    assert body["outcome"] == "found" and [t["turn"] for t in body["turns"]] == [3, 4]
+    assert body["turns"][0]["calls"][0]["args"] == {"place": "Aarhus"}
+    code, err = run(capsys, "conversation", *base, "--turn", "1")  # the demo pruned it
+    assert code == 4 and "turn_not_retained" in err
+    code, err = run(capsys, "conversation", *base, "--turn", "9")
+    assert code == 3 and "turn_never_happened" in err
+    code, out = run(
+        capsys, "diff", *base, "--key", "gazet/get_aoi/bbox", "--from", "1", "--to", "3"
+    )
+    assert code == 0 and "-  12.4," in out and "+  9.9," in out
+    code, out = run(capsys, "diff", *base, "--key", BBOX, "--from", "1", "--to", "2", "--json")
+    assert json.loads(out)["equal"] is True
+    code, err = run(capsys, "diff", *base, "--key", BBOX, "--from", "1", "--to", "9")
+    assert code == 3 and "turn_never_happened" in err
+    with pytest.raises(SystemExit) as usage:
+        main(["conversation", *base, "--turns", "1-9"])
+    assert usage.value.code == 2 and "at most 5" in capsys.readouterr().err

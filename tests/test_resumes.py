@@ -168,9 +168,7 @@ async def test_a_resume_another_process_stored_is_read_by_the_process_that_pause
         assert other.stdout.strip() == "resumed", other.stderr
         pending = [i for t in (await agent.aget_state(config)).tasks for i in t.interrupts]
         assert len(pending) == 1 and "a?" in str(pending[0].value)
-        await agent.ainvoke(
-            Command(resume={pending[0].id: "1"}), config, durability=durability
-        )
+        await agent.ainvoke(Command(resume={pending[0].id: "1"}), config, durability=durability)
         stored = (await agent.aget_state(config)).values
         assert {k: e["value"] for k, e in entries_of(stored["tool_state"]).items()} == both
         assert [m.type for m in stored["messages"]][-4:] == ["ai", "tool", "tool", "ai"]
@@ -188,7 +186,8 @@ def _values(state: Any) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
 
 
 @pytest.mark.parametrize(
-    "answers", [("1", "2", "1", "2"), ("1", "2", "1", "9"), ("1", "2", "8", "9")],
+    "answers",
+    [("1", "2", "1", "2"), ("1", "2", "1", "9"), ("1", "2", "8", "9")],
     ids=["equal", "one-differs", "both-differ"],
 )
 @pytest.mark.parametrize("kind", BACKENDS)

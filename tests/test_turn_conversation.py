@@ -171,7 +171,9 @@ def _reader_reply(messages: Sequence[BaseMessage]) -> AIMessage:
     last = messages[-1]
     if isinstance(last, HumanMessage) and str(last.content).startswith("recall "):
         turn = str(last.content)[7:]
-        return AIMessage("", tool_calls=[call("inspect_state", "r1", key="@conversation", turn=turn)])
+        return AIMessage(
+            "", tool_calls=[call("inspect_state", "r1", key="@conversation", turn=turn)]
+        )
     if isinstance(last, ToolMessage) and last.name == "inspect_state":
         return AIMessage("recalled")
     return _summarizer_reply(messages)
