@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     )
     from .history import (
         AUTO,
+        ConversationHistory,
         DamagedState,
         Found,
         HistoryError,
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from .resolve import VersionRow, resolve_past, resolve_turn, resolve_versions
     from .retention import PruneResult, PruningInMemorySaver, PruningSqliteSaver, prune_thread
     from .runtime import LeanToolRuntime
-    from .scripted import ScriptedChatModel
+    from .scripted import ScriptedChatModel, call
     from .state import (
         PriorVersion,
         SessionState,
@@ -74,6 +75,7 @@ _WHERE = {
     "CLOCK_KEY": "clock",
     "CheckpointHistory": "checkpoint_walk",
     "ConcurrentResume": "backends.resumes",
+    "ConversationHistory": "history",
     "DamagedState": "history",
     "Found": "history",
     "HistoryError": "history",
@@ -108,6 +110,7 @@ _WHERE = {
     "ValueEvicted": "history",
     "VersionRow": "resolve",
     "build_agent": "agent",
+    "call": "scripted",
     "close_turn": "clock",
     "count_turns": "clock",
     "current_turn": "clock",
@@ -182,6 +185,7 @@ __all__ = [
     "SESSION_STATE_PROMPT",
     "CheckpointHistory",
     "ConcurrentResume",
+    "ConversationHistory",
     "DamagedState",
     "Found",
     "HistoryError",
@@ -215,6 +219,7 @@ __all__ = [
     "ValueEvicted",
     "VersionRow",
     "build_agent",
+    "call",
     "close_turn",
     "count_turns",
     "current_turn",

@@ -36,8 +36,14 @@ from pydantic import BaseModel
 from .credentials import secret_paths
 from .handles import StateHandles
 from .history import HistoryOption
-from .publish import SECRET_NAMES, holds_fields, publication_of
-from .render import dumps
+from .publish import (
+    DEFAULT_INLINE_LIMIT,
+    SECRET_NAMES,
+    _require_channel,
+    holds_fields,
+    inlined,
+    publication_of,
+)
 from .state import ToolStateError
 from .view import ReadOnlyToolState
 
@@ -49,10 +55,6 @@ __all__ = [
     "tool_call_wrappers",
 ]
 
-DEFAULT_INLINE_LIMIT = 1000
-"""Captured results whose JSON is at most this many characters stay in the message after the
-breadcrumb, so the model can act on a small result without reading state; larger ones are
-replaced by the breadcrumb alone."""
 
 CaptureOption = bool | Sequence[str] | Callable[[BaseTool], bool]
 """Which tools' results are captured: ``True`` (all), ``False`` (none), tool names, or a
@@ -119,6 +121,7 @@ class Capture:
         if fields is None:
             return _restored(result)
         assert request.tool is not None
+        _require_channel(request.runtime.state)  # as publish: never a breadcrumb for nothing
         toolset = self.toolset if isinstance(self.toolset, str) else self.toolset(request.tool)
         name = _key_part(request.tool.name)
         try:
@@ -165,12 +168,6 @@ def _not_captured(message: ToolMessage, refused: TypeError) -> ToolMessage:
     if isinstance(content, str):
         return message.model_copy(update={"content": f"{note} {content}"})
     return message.model_copy(update={"content": [{"type": "text", "text": note}, *content]})
-
-
-def inlined(breadcrumb: str, fields: Mapping[str, Any], limit: int) -> str:
-    """The breadcrumb, followed by the fields' JSON when it is at most ``limit`` characters."""
-    payload = dumps(fields)
-    return f"{breadcrumb} {payload}" if len(payload) <= limit else breadcrumb
 
 
 def tool_call_wrappers(

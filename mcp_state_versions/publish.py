@@ -49,6 +49,7 @@ from .credentials import (
     withheld,
 )
 from .messages import calling_several
+from .render import dumps
 from .state import DEFAULT_BUDGET_BYTES, ToolStateError, is_entry, vouch
 from .versions import canonical, same_value
 
@@ -190,6 +191,18 @@ def _shallow(data: Any) -> bool:
     return True
 
 
+DEFAULT_INLINE_LIMIT = 1000
+"""Published and captured values whose JSON is at most this many characters stay in the
+tool's message after the breadcrumb, so the model can act on a small result without reading
+state; larger ones are replaced by the breadcrumb alone."""
+
+
+def inlined(breadcrumb: str, fields: Mapping[str, Any], limit: int) -> str:
+    """The breadcrumb, followed by the fields' JSON when it is at most ``limit`` characters."""
+    payload = dumps(fields)
+    return f"{breadcrumb} {payload}" if len(payload) <= limit else breadcrumb
+
+
 def publish(
     runtime: ToolRuntime,
     toolset: str,
@@ -198,6 +211,7 @@ def publish(
     *,
     note: str | None = None,
     secret_names: str | None = SECRET_NAMES,
+    inline_limit: int = DEFAULT_INLINE_LIMIT,
 ) -> Command:
     """Return the ``Command`` a tool returns to publish ``fields`` into ``tool_state``.
 
@@ -205,8 +219,9 @@ def publish(
     stored; the breadcrumb says which were withheld. ``secret_names`` is another pattern, or
     ``None`` to store every field.
 
-    The tool's message becomes ``[state updated: <key>, ...]`` followed by ``note`` if given
-    (a short summary the model should see right away, such as the place name found).
+    The tool's message becomes ``[state updated: <key>, ...]``, then the fields' JSON when it
+    is at most ``inline_limit`` characters (as a captured result's; ``0`` leaves it out), then
+    ``note`` if given (a short summary the model should see right away).
 
     ``runtime`` is the tool's ``ToolRuntime``; declare it ``runtime: LeanToolRuntime``
     (:mod:`mcp_state_versions.runtime`), which LangChain does not dump, with the whole message
@@ -224,7 +239,8 @@ def publish(
         raise ValueError("publish needs at least one field")
     _require_channel(runtime.state)
     published = publication_of(toolset, tool, fields, runtime, secret_names=secret_names)
-    content = " ".join(part for part in (published.text, note) if part)
+    text = inlined(published.text, published.fields, inline_limit) if inline_limit else None
+    content = " ".join(part for part in (text or published.text, note) if part)
     return Command(update=published.update(ToolMessage(content, tool_call_id=runtime.tool_call_id)))
 
 

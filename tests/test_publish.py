@@ -46,7 +46,10 @@ def test_publish_stamps_the_turn_and_leaves_a_breadcrumb() -> None:
         },
     }
     (message,) = command.update["messages"]
-    assert message.content == "[state updated: gazet/get_aoi/bbox, gazet/get_aoi/place] Aarhus"
+    assert message.content == (
+        "[state updated: gazet/get_aoi/bbox, gazet/get_aoi/place] "
+        '{"bbox": [1, 2, 3, 4], "place": {"name": "Aarhus", "founded": "0770-01-01"}} Aarhus'
+    )
     assert message.tool_call_id == "call-1"
 
 
@@ -78,7 +81,7 @@ def test_publish_into_a_state_without_the_channel_fails_loudly() -> None:
 
 
 def _published(state: dict[str, Any], fields: dict[str, Any]) -> Any:
-    command = publish(runtime_for(state), "t", "tool", fields)
+    command = publish(runtime_for(state), "t", "tool", fields, inline_limit=0)  # the breadcrumb
     return command.update.get("tool_state"), command.update["messages"][0].content
 
 
@@ -691,3 +694,47 @@ def test_messages_calling_several_tools_are_found_whatever_else_the_list_holds(s
         if isinstance(getattr(m, "tool_calls", None), list | tuple) and len(m.tool_calls) > 1
     )
     assert calling_several(messages) == expected
+
+
+def test_a_publish_shows_its_small_values_as_a_captured_result_does() -> None:
+    """The breadcrumb, then the fields' JSON within ``inline_limit`` (as capture does), then
+    the note; a large value, or ``inline_limit=0``, leaves the JSON out."""
+    from mcp_state_versions.publish import DEFAULT_INLINE_LIMIT
+
+    runtime = runtime_for({"messages": [], "tool_state": {}})
+    small = publish(runtime, "trip", "budget", {"amount": 1200, "currency": "EUR"}, note="ok")
+    text = small.update["messages"][0].content
+    assert text == (
+        '[state updated: trip/budget/amount, trip/budget/currency] {"amount": 1200, '
+        '"currency": "EUR"} ok'
+    )
+    large = publish(runtime, "trip", "budget", {"notes": "x" * (DEFAULT_INLINE_LIMIT + 1)})
+    assert large.update["messages"][0].content == "[state updated: trip/budget/notes]"
+    quiet = publish(runtime, "trip", "budget", {"amount": 1}, inline_limit=0)
+    assert quiet.update["messages"][0].content == "[state updated: trip/budget/amount]"
+
+
+def test_capture_on_a_graph_without_tool_state_fails_as_publish_does() -> None:
+    """A ``StateGraph(MessagesState)`` with the session wrappers: LangGraph would drop the
+    capture's write without a trace, so the call fails, naming what to use instead."""
+    from langchain_core.tools import tool
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    from mcp_state_versions import AUTO, ToolStateError, call
+    from mcp_state_versions.capture import Capture, session_tool_wrappers
+
+    @tool
+    def find_hotel(city: str) -> dict[str, Any]:
+        """A hotel in a city."""
+        return {"name": "Lune", "price": 90}
+
+    wrap, awrap = session_tool_wrappers(AUTO, Capture())
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", ToolNode([find_hotel], wrap_tool_call=wrap, awrap_tool_call=awrap))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    app = graph.compile()
+    asked = AIMessage("", tool_calls=[call("find_hotel", "h1", city="Oslo")])
+    with pytest.raises(ToolStateError, match="no tool_state channel"):
+        app.invoke({"messages": [HumanMessage("hotel?"), asked]})

@@ -7,7 +7,8 @@ matters: ``inspect_state`` reads the history of whichever saver the run uses.
 
 * ``build_agent``: :func:`mcp_state_versions.build_agent`, with a ring of 8 versions per key;
 * ``create_agent``: LangChain's ``create_agent`` with ``SessionStateMiddleware(ring_size=0)``,
-  so every read of an earlier version walks the server's checkpoints;
+  so every read of an earlier version walks the server's checkpoints, and
+  ``state_schema=SessionAgentState``, so the conversation is stored as what each step added;
 * ``app``: the library's HTTP API under ``/session-state``, reading the server's checkpointer.
   It is mounted under a prefix on purpose: a custom app at the root would shadow the server's
   own ``/threads/{id}/state``. Its lifespan runs the background sweeper the environment asks
@@ -23,10 +24,15 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from mcp_state_versions import ScriptedChatModel, SessionStateMiddleware, build_agent
+from mcp_state_versions import (
+    ScriptedChatModel,
+    SessionAgentState,
+    SessionStateMiddleware,
+    build_agent,
+    call,
+)
 from mcp_state_versions.api import create_app
 from mcp_state_versions.demo import get_aoi
-from mcp_state_versions.scripted import call
 from mcp_state_versions.sweep import sweeping
 
 BBOX = "gazet/get_aoi/bbox"
@@ -56,6 +62,7 @@ graph_with_middleware = create_agent(
     ScriptedChatModel(respond=respond),
     [get_aoi],
     middleware=[SessionStateMiddleware(ring_size=0)],
+    state_schema=SessionAgentState,  # messages stored as what each step added, as build_agent
 )
 
 
