@@ -89,8 +89,9 @@ class ClockRecord(TypedDict):
       (what :mod:`mcp_state_versions.storage` sets its snapshot cadence by);
     * ``ring_size``, ``ring_bytes``, ``budget``: the reducer's bounds, so a reader rebuilding
       stored state replays its writes with them;
-    * ``dropped`` (only once an ``Overwrite`` dropped keys): the turn it last did, so a key
-      written again later, or missing now, is read as of earlier turns from history.
+    * ``dropped`` (only once an ``Overwrite`` dropped keys): how many did on this branch, so
+      a key written again later, or missing now, is read as of earlier turns from history,
+      and a persistent subgraph's older state gives way to the parent's.
     """
 
     turn: int | None
@@ -227,8 +228,8 @@ def turn_of_tool_state(tool_state: Any) -> int | None:
 
 
 def keys_dropped(tool_state: Any) -> bool:
-    """Whether an ``Overwrite`` ever dropped keys of this ``tool_state`` (its clock records
-    the turn it last did): a key missing now may still be read as of an earlier turn."""
+    """Whether an ``Overwrite`` ever dropped keys of this ``tool_state`` (its clock counts
+    them): a key missing now may still be read as of an earlier turn."""
     record = clock_of(tool_state)
     return record is not None and "dropped" in record
 

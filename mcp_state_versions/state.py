@@ -97,10 +97,10 @@ class StateEntry(TypedDict):
       ``turn``, the value is in the checkpoint that ended ``turn``; equal, no turn ended with it.
     * ``displaced`` (only with ``evicted``): the value was evicted to make room for another
       key's write, not because it did not fit itself.
-    * ``earlier`` (only on a key first written after an ``Overwrite`` dropped keys): the turn
-      of that drop. The key may have held values before its first version here, which were
-      dropped with their entry; reads of those turns go to checkpoint history, which holds
-      them, instead of being told the key was not set.
+    * ``earlier`` (only on a key first written after an ``Overwrite`` dropped keys): how many
+      such drops came before it. The key may have held values before its first version here,
+      which were dropped with their entry; reads of those turns go to checkpoint history,
+      which holds them, instead of being told the key was not set.
     """
 
     value: NotRequired[Any]
@@ -241,8 +241,9 @@ def make_merge_tool_state(
             if books is None:
                 books, found_raw = _open_books(merged)
                 books.update(bounds)
-            if _from_another_branch(update, books):
-                # another branch's state: it replaces ours whole (see _from_another_branch)
+            if _from_another_branch(update, books) or _dropped_since(update, books):
+                # another branch's state, or one that dropped keys ours still holds: it
+                # replaces ours whole (see _from_another_branch, _dropped_since)
                 merged.clear()
                 books, found_raw = _open_books({})
                 books.update(bounds)
@@ -469,6 +470,21 @@ def _from_another_branch(update: Mapping[str, Any], books: Mapping[str, Any]) ->
     return isinstance(opened, str) and isinstance(ours_opened, str) and opened != ours_opened
 
 
+def _dropped_since(update: Mapping[str, Any], books: Mapping[str, Any]) -> bool:
+    """Whether ``update`` is a whole ``tool_state`` whose clock records more ``Overwrite`` s
+    that dropped keys than ours does (``dropped``).
+
+    A persistent subgraph keeps its own newest state across its parent's runs; when the
+    parent dropped keys since, merged entry by entry the subgraph's copies of them would come
+    back with its result. The parent's state is what the drop left, so it replaces ours whole.
+    """
+    if not _is_whole_state(update):
+        return False
+    theirs = update[CLOCK_KEY].get("dropped")
+    ours = books.get("dropped")
+    return type(theirs) is int and (type(ours) is not int or theirs > ours)
+
+
 def _is_whole_state(update: Mapping[str, Any]) -> bool:
     record = update.get(CLOCK_KEY)
     return isinstance(record, Mapping) and "seq" in record and "bytes" in record
@@ -618,7 +634,7 @@ def overwritten(
     if any(key != CLOCK_KEY and key not in replacement for key in before):
         # Keys are dropped: one written again later starts a new entry, whose turns before
         # it only history can tell (see StateEntry's ``earlier``).
-        books["dropped"] = record.get("turn") or 0
+        books["dropped"] = int(record.get("dropped") or 0) + 1
         if books.get("turn") is not None and not books.get("open"):
             books["late"] = True  # the turn had ended: this state is after its end
     kept[CLOCK_KEY] = books

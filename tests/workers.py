@@ -83,9 +83,27 @@ async def resume_one(where: str, thread_id: str, name: str, answer: str) -> None
     print("resumed", flush=True)
 
 
+async def edit_and_run(where: str, thread_id: str, edit: str, text: str) -> None:
+    """Another process's operator edit (``k=v``, an ``update_state`` of one key) and then a
+    turn saying ``text``, on the thread of :func:`~tests.conversation.agent_graph`; prints
+    ``ran``."""
+    from .conversation import PUT, agent_graph
+
+    key, value = edit.split("=")
+    async with opened(where) as saver:
+        graph = agent_graph(saver, 8)
+        config = {"configurable": {"thread_id": thread_id}}
+        update = {"tool_state": {PUT + key: {"value": value}}}
+        await graph.aupdate_state(config, update, as_node="tools")
+        await graph.ainvoke({"messages": [("user", text)]}, config)
+    print("ran", flush=True)
+
+
 if __name__ == "__main__":
     command, where, thread, argument = sys.argv[1:5]
-    if command == "resume-one":
+    if command == "edit-run":
+        asyncio.run(edit_and_run(where, thread, argument, sys.argv[5]))
+    elif command == "resume-one":
         asyncio.run(resume_one(where, thread, argument, sys.argv[5]))
     elif command == "resume":
         asyncio.run(resume(where, thread, argument, *sys.argv[5:7]))
