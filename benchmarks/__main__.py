@@ -5,7 +5,8 @@
 
 One module per measurement: :mod:`.reads` (turn reads: ring, walk, physical limit, full
 history walk), :mod:`.thread` (the whole thread's bytes stored ÷ added and a turn's time against
-its length, beside a plain agent), :mod:`.memory` (peak memory of one read), :mod:`.tool` (the tool through a
+its length, beside a plain agent, and with ``durability="exit"``), :mod:`.conversation` (a
+turn's conversation read back after summaries, against its one-statement floor), :mod:`.memory` (peak memory of one read), :mod:`.tool` (the tool through a
 ToolNode against the cheapest tool), :mod:`.reducer` (per write against a dict merge),
 :mod:`.pattern` (the worst pattern on a 1 MB value), :mod:`.close_keys` (a mistyped key's
 answer at 5,000 long keys), :mod:`.cli` (the command line's start-up), :mod:`.writes` (what a turn stores and
@@ -35,6 +36,7 @@ from typing import Any
 from . import (
     cli,
     close_keys,
+    conversation,
     listing,
     page,
     pattern,
@@ -84,6 +86,11 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     figures["listing_chars"] = writes.listing_chars()
     databases = [b for b in backends if b != "memory"]
     figures["thread"] = await thread.measure(databases, 100 if args.quick else 1000, workdir)
+    if "sqlite" in backends:
+        progress("sqlite: a turn's conversation read back after summaries")
+        figures["conversation"] = await conversation.measure(
+            200 if args.quick else 1000, repeat, workdir
+        )
     figures["sweep"] = await sweeping.measure(backends, 500 if args.quick else 10_000, workdir)
     figures["listing"] = {
         backend: await listing.measure(
@@ -120,6 +127,11 @@ def _render(figures: dict[str, Any]) -> None:
     if "thread" in figures:
         print(
             "\nThe whole thread (python -m benchmarks.thread):\n" + thread.table(figures["thread"])
+        )
+    if figures.get("conversation"):
+        print(
+            "\nA turn's conversation after summaries (python -m benchmarks.conversation):\n"
+            + conversation.table(figures["conversation"])
         )
     if figures.get("listing"):
         print(

@@ -137,8 +137,15 @@ AGENTS = {
         saver, ScriptedChatModel(respond=_respond("lookup_plain")), lookup_plain, middleware=False
     ),
 }
+AGENTS["library, exit"] = AGENTS["library"]
+AGENTS["middleware, exit"] = AGENTS["middleware"]
 """Each agent by name; ``library`` is compared with ``plain``, ``middleware`` with
-``plain create_agent``."""
+``plain create_agent``. The ``, exit`` ones are the same agents run with
+``durability="exit"`` (one checkpoint a run, the cheapest way to store a turn), each of whose
+sizes is checked as the reload (a fresh read of the head) equalling the live state."""
+
+EXIT = {"library, exit", "middleware, exit"}
+"""The agents run with ``durability="exit"``."""
 
 
 WHOLE = {"library, messages whole", "plain", "plain create_agent"}
@@ -188,13 +195,25 @@ async def _thread(name: str, saver: Any, turns: int) -> dict[str, Any]:
     for turn in range(1, turns + 1):
         text = f"look it up {turn}"
         started = time.perf_counter()
-        if name.startswith("library"):
+        if name in EXIT:
+            live = await agent.ainvoke(
+                {"messages": [HumanMessage(text)]}, config, durability="exit"
+            )
+        elif name.startswith("library"):
             await run_turn(agent, thread_id, text)
         else:
             await agent.ainvoke({"messages": [HumanMessage(text)]}, config)
         times.append(time.perf_counter() - started)
         if turn in checkpoints:
             messages = (await agent.aget_state(config)).values["messages"]
+            if name in EXIT:  # what a reload reads is what the run ended with
+                REPLAYS.clear()
+                MESSAGE_INDEXES.clear()
+                forget_histories(saver)
+                reloaded = (await agent.aget_state(config)).values
+                same = [m.id for m in reloaded["messages"]] == [m.id for m in live["messages"]]
+                same = same and reloaded.get("tool_state") == live.get("tool_state")
+                assert same, f"{name}: the reload differs from the live state at turn {turn}"
             added = sum(len(saver.serde.dumps_typed(m)[1]) for m in messages)
             added += turn * len(orjson.dumps(_value(turn)))
             stored = await backend.stored_bytes(thread_id, None, None)
