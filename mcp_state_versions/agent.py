@@ -139,7 +139,7 @@ def build_agent(
     (:class:`~mcp_state_versions.capture.Capture`): by default every tool's, so a tool that
     returns text is versioned too, as ``tools/<tool>/result``.
     """
-    all_tools = with_session_state(tools, checkpointer, allowed_keys=allowed_keys, history=history)
+    all_tools = with_session_state(tools, allowed_keys=allowed_keys, history=history)
     reducer = reducer or make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
     bound = model.bind_tools(all_tools)
     prefix = [SystemMessage(system_prompt)] if system_prompt else []
@@ -160,7 +160,7 @@ def build_agent(
         reply = await bound.ainvoke([*prefix, *noted_messages(state["messages"])], config)
         return replied(state, reply, config)
 
-    graph = StateGraph(
+    graph: StateGraph[Any] = StateGraph(
         make_session_state(reducer, snapshot_frequency=snapshot_frequency, messages=messages)
     )
     # Both forms, so the agent runs under invoke() as well as ainvoke()/astream(); LangGraph's

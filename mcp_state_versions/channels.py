@@ -110,12 +110,26 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
     """
 
     __slots__ = ("answered", "base", "measured", "most", "seen")
+    answered: tuple[tuple[Any, ...], int] | None
+    base: tuple[int, int]
+    measured: tuple[int, int] | None
+    most: int
+    seen: tuple[int, int]
 
-    @property  # type: ignore[override]
-    def snapshot_frequency(self) -> int:
+    def _cadence(self) -> int:
         """The cadence, a function of what the channel holds: asked again with nothing
         written since, it answers as it did (:func:`_answered`)."""
         return _answered(self, self._cadence_state, self._decide)
+
+    def _cap(self, most: int) -> None:
+        self.most = most
+        self.base = self.seen = (0, 0)
+        self.measured = None
+        self.answered = None
+
+    # A property where LangGraph's DeltaChannel keeps a plain attribute: the cadence is
+    # computed from what the channel holds, and setting it sets the cap.
+    snapshot_frequency = property(_cadence, _cap)  # type: ignore[assignment]
 
     def _cadence_state(self) -> tuple[Any, ...]:
         totals = _totals(self.value) if self.value is not MISSING else None
@@ -140,13 +154,6 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
             self.measured = None
             return 1
         return self.most
-
-    @snapshot_frequency.setter
-    def snapshot_frequency(self, most: int) -> None:
-        self.most = most
-        self.base = self.seen = (0, 0)
-        self.measured = None
-        self.answered = None
 
     def _size(self) -> int:
         """About what a snapshot of the present would store, in bytes.
@@ -276,11 +283,22 @@ class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
     """
 
     __slots__ = ("answered", "base_size", "most", "written")
+    answered: tuple[tuple[Any, ...], int] | None
+    base_size: int
+    most: int
+    written: int
 
-    @property  # type: ignore[override]
-    def snapshot_frequency(self) -> int:
+    def _cadence(self) -> int:
         """The cadence, a function of what the channel holds (:func:`_answered`)."""
         return _answered(self, self._cadence_state, self._decide)
+
+    def _cap(self, most: int) -> None:
+        self.most = most
+        self.base_size = self.written = 0
+        self.answered = None
+
+    # A property where LangGraph's DeltaChannel keeps a plain attribute (as for tool_state).
+    snapshot_frequency = property(_cadence, _cap)  # type: ignore[assignment]
 
     def _cadence_state(self) -> tuple[Any, ...]:
         size = None if self.value is MISSING else len(self.value)
@@ -294,12 +312,6 @@ class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
             self.base_size, self.written = size, 0
             return 1
         return self.most
-
-    @snapshot_frequency.setter
-    def snapshot_frequency(self, most: int) -> None:
-        self.most = most
-        self.base_size = self.written = 0
-        self.answered = None
 
     def update(self, values: Sequence[Any]) -> bool:
         changed = super().update(values)

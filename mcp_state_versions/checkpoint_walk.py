@@ -614,6 +614,7 @@ class CheckpointHistory:
         for pause in (*pauses, None):
             with reading(thread_id):
                 links = await self.backend.lineage(thread_id, self.namespace)
+            chain: Sequence[LinkRow]
             if links is None:
                 chain = await self._walk_links(thread_id, start)
             else:

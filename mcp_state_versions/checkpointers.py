@@ -259,4 +259,4 @@ def _redacted(dsn: str) -> str:
         return repr(dsn)
     if "password" in parts:
         parts["password"] = "***"
-    return repr(make_conninfo(**parts))
+    return repr(make_conninfo("", **parts))

@@ -819,13 +819,15 @@ async def _threads(args: argparse.Namespace) -> int:
     if args.json:
         console.print_json(data={"outcome": "found", "threads": rows, "next": page.next})
         return 0
-    table = _table(("thread", "turns", "last write", "stored"), keys=[r["thread_id"] for r in rows])
-    for row in rows:
+    table = _table(
+        ("thread", "turns", "last write", "stored"), keys=[t.thread_id for t in page.threads]
+    )
+    for t in page.threads:
         table.add_row(
-            _text(row["thread_id"]),
-            "damaged" if row["turns"] is None else str(row["turns"]),
-            row["last_write"] or "",
-            _bytes(row["stored_bytes"]),
+            _text(t.thread_id),
+            "damaged" if t.turns is None else str(t.turns),
+            t.last_write.isoformat(timespec="seconds") if t.last_write else "",
+            _bytes(t.stored_bytes),
         )
     console.print(table)
     if page.next:

@@ -251,7 +251,7 @@ def position(values: Mapping[str, Any]) -> int:
     turn = turn_of_tool_state(tool_state)
     if turn is None:
         return POSITIONS_PER_TURN * count_turns(values.get("messages"))
-    record = clock_of(tool_state) or {}
+    record: Mapping[str, Any] = clock_of(tool_state) or {}
     if record.get("open"):
         return POSITIONS_PER_TURN * turn
     return POSITIONS_PER_TURN * turn + (2 if record.get("late") else 1)

@@ -293,14 +293,14 @@ class _Merging:
         removed: set[str] = set()
         items, index = self.items, self.index
         for message in right:
-            position = index.get(message.id)  # type: ignore[arg-type]
-            if position is not None:
+            held_at = index.get(message.id)  # type: ignore[arg-type]
+            if held_at is not None:
                 if isinstance(message, RemoveMessage):
                     removed.add(message.id)  # type: ignore[arg-type]
                 else:
                     removed.discard(message.id)  # type: ignore[arg-type]
-                    items[position] = message
-                    self._replaced(position, message)
+                    items[held_at] = message
+                    self._replaced(held_at, message)
             elif isinstance(message, RemoveMessage):
                 if strict:
                     raise ValueError(

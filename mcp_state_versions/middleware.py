@@ -38,12 +38,13 @@ from langgraph.types import Command
 
 from .agent import SESSION_STATE_PROMPT
 from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, session_tool_wrappers
+from .channels import messages_channel, tool_state_channel
 from .clock import open_turn, ticks_around
 from .history import AUTO, HistoryOption
-from .messages import MESSAGES, messages_channel
+from .messages import MESSAGES
 from .publish import SECRET_NAMES, noted_messages
 from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
-from .storage import DEFAULT_SNAPSHOT_FREQUENCY, tool_state_channel
+from .storage import DEFAULT_SNAPSHOT_FREQUENCY
 from .tool import make_inspect_state
 
 __all__ = ["DEFAULT_INLINE_LIMIT", "SessionAgentState", "SessionStateMiddleware"]
@@ -164,7 +165,7 @@ class SessionStateMiddleware(AgentMiddleware):
     def _guided(self, request: ModelRequest) -> ModelRequest:
         # (create_agent hands a copy of the stored list: the stored one's look-up serves)
         stored = request.state.get(MESSAGES) if isinstance(request.state, Mapping) else None
-        noted = noted_messages(request.messages, stored)
+        noted = noted_messages(request.messages, stored if isinstance(stored, list) else None)
         if noted is not request.messages:
             request = request.override(messages=noted)
         if not self.system_prompt:

@@ -522,7 +522,7 @@ def _entries(state: Any) -> Mapping[str, Any]:
 
 
 def _budget(state: Any) -> int:
-    record = clock_of(state_field(state, "tool_state")) or {}
+    record: Mapping[str, Any] = clock_of(state_field(state, "tool_state")) or {}
     budget = record.get("budget")
     return budget if isinstance(budget, int) and budget > 0 else DEFAULT_BUDGET_BYTES
 
@@ -565,7 +565,9 @@ def _described(identities: Mapping[str, tuple[str, int]], state: Any, turn: int)
     replaced: dict[str, int] = {}
     for key, (digest, _) in identities.items():
         entry = present.get(key)
-        since = entry.get("since") if isinstance(entry, Mapping) else None
+        if not isinstance(entry, Mapping):
+            continue
+        since = entry.get("since")
         if isinstance(since, int) and since < turn and entry.get("digest") != digest:
             replaced[key] = since
     keys = list(identities)

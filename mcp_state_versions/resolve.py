@@ -455,7 +455,8 @@ async def resolve_versions(
                 break
             until = before if index == 0 else span.until
             status: VersionStatus = "kept" if span.kept else "evicted"
-            value, source = (span.value, "history") if span.kept else (None, None)
+            source: Literal["history"] | None = "history" if span.kept else None
+            value = span.value if span.kept else None
             rows.append(VersionRow(span.since, until, status, value, 1, span.writes, source))
             taken, cursor = taken + 1, span.since
         remaining = found["versions"] - taken

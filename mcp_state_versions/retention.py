@@ -107,7 +107,9 @@ class PruningInMemorySaver(InMemorySaver):
         if not any(channel in ours for channel in channels):
             return super().get_delta_channel_history(config=config, channels=channels)
         rest = [channel for channel in channels if channel not in ours]
-        found = dict(super().get_delta_channel_history(config=config, channels=rest))
+        found: dict[str, Any] = dict(
+            super().get_delta_channel_history(config=config, channels=rest)
+        )
         if TOOL_STATE in channels:
             found[TOOL_STATE] = MemoryBackend(self).delta_history(
                 thread_id, namespace, checkpoint_id, remember=True
@@ -319,6 +321,8 @@ async def remembered_messages(
     known = caught_up(saver, thread_id, namespace, checkpoint_id, channel=MESSAGES)
     if known is not None:
         return known.copied()
+    if checkpoint_id is None:  # a head's history: nothing a later read could extend
+        return (await stock(config=config, channels=[MESSAGES]))[MESSAGES]
     history = (await stock(config=config, channels=[MESSAGES]))[MESSAGES]
     size = sum(_message_bytes(write[2]) for write in history["writes"])
     remember_history(saver, thread_id, namespace, checkpoint_id, history, size, channel=MESSAGES)

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
@@ -157,7 +157,7 @@ class _Clock(BaseModel):
     newest: int | None = Field(default=None, ge=0)
 
 
-def is_entry(value: Any) -> bool:
+def is_entry(value: Any) -> TypeGuard[StateEntry]:
     """Whether a ``tool_state`` value is an entry this library's reducer wrote."""
     # (a dict is told at once; the ABC check for any other mapping costs more per call)
     return (
@@ -620,7 +620,11 @@ def overwritten(
     """
     replacement = _as_state(replacement, "an Overwrite of tool_state")
     record = before.get(CLOCK_KEY) if isinstance(before, Mapping) else None
-    if _is_whole_state(replacement) or not _is_whole_state({CLOCK_KEY: record}):
+    if (
+        _is_whole_state(replacement)
+        or not isinstance(record, Mapping)
+        or not _is_whole_state({CLOCK_KEY: record})
+    ):
         return dict(replacement)
     kept: dict[str, Any] = {}
     update: dict[str, Any] = {}
@@ -904,7 +908,7 @@ def recorded_bounds(tool_state: Any) -> tuple[int, int, int] | None:
     record = tool_state.get(CLOCK_KEY) if isinstance(tool_state, Mapping) else None
     if not isinstance(record, Mapping):
         return None
-    found = [record.get(name) for name in ("ring_size", "ring_bytes", "budget")]
+    found: list[Any] = [record.get(name) for name in ("ring_size", "ring_bytes", "budget")]
     if not all(type(value) is int and value >= 0 for value in found) or found[2] < 1:
         return None
     return found[0], found[1], found[2]

@@ -169,7 +169,12 @@ def install(app: FastAPI) -> None:
         assert isinstance(error, StarletteHTTPException)
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
         return respond(
-            ProblemError(error.status_code, code, str(error.detail), headers=error.headers)
+            ProblemError(
+                error.status_code,
+                code,
+                str(error.detail),
+                headers=None if error.headers is None else dict(error.headers),
+            )
         )
 
     async def unexpected(_: Request, error: Exception) -> JSONResponse:

@@ -83,6 +83,7 @@ async def key_versions(
         )
         if not isinstance(answer, Found):
             _answered(thread_id, key, turn, answer, present, versions=None)  # raises
+            raise AssertionError("unreachable: _answered raises for every other answer")
         then = await entry_at(history, thread_id, key, turn)
         if is_entry(then):
             entry, now = then, turn

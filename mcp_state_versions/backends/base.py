@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ..state import TURN_METADATA_KEY
@@ -281,7 +282,9 @@ class Backend:
         links = await self.lineage(thread_id, namespace)
         if links is not None:
             return [link[ID] for link in links]
-        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
+        config: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}
+        }
         if self.sync:
             return [c.config["configurable"]["checkpoint_id"] for c in self.saver.list(config)]
         return [c.config["configurable"]["checkpoint_id"] async for c in self.saver.alist(config)]

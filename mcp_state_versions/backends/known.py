@@ -259,7 +259,7 @@ def _note_channel_writes(
             if (task_id, index) not in at:
                 at[task_id, index] = (task_path, value, size)
                 written.bytes += size
-        if written.bytes > KNOWN_BYTES:  # a thread written far past its run starts: read it
+        if remembered is not None and written.bytes > KNOWN_BYTES:  # written far past a read
             remembered.written[key] = _Written()
             known = remembered.entries.get(key)
             if known is not None:  # its writes from here on are no longer all noted

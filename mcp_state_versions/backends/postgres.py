@@ -185,6 +185,10 @@ list of threads in one statement."""
 class PostgresBackend(SqlBackend):
     """:class:`~mcp_state_versions.backends.Backend` over either PostgreSQL saver."""
 
+    #: PostgresSaver or AsyncPostgresSaver (their ``_cursor``): the two share no type that has
+    #: it, and the extra that brings them may be absent.
+    saver: Any
+
     head_sql = _HEAD_SQL
     mark = "%s"
     threads_sql = (

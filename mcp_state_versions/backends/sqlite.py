@@ -281,6 +281,10 @@ def _unpack(data: bytes) -> Any:
 class SqliteBackend(SqlBackend):
     """:class:`~mcp_state_versions.backends.Backend` over either SQLite saver."""
 
+    #: SqliteSaver (its ``conn`` and ``cursor``) or AsyncSqliteSaver (its ``conn``, ``lock`` and
+    #: ``setup``): the two share no type that has them.
+    saver: Any
+
     head_sql = _HEAD_SQL
     mark = "?"
     threads_sql = (

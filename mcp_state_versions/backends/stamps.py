@@ -130,7 +130,7 @@ def settle(
             metadata = {**metadata, TURN_METADATA_KEY: stamp}  # as stored: noted as it is
         return config, metadata
     turn = _turn_of(saver, config["configurable"], metadata)
-    rest = {name: value for name, value in given.items() if name != TURN_METADATA_KEY}
+    rest = {name: value for name, value in (given or {}).items() if name != TURN_METADATA_KEY}
     if turn is not None:
         metadata = {**metadata, TURN_METADATA_KEY: turn}
     return {**config, "metadata": rest}, metadata
@@ -156,9 +156,9 @@ def _turn_of(
     if parent_id is None:
         return 1  # a new thread's first run
     parent = _stamp_of(saver, thread_id, namespace, parent_id)
-    if parent is None or parent[0] is None:
+    turn, source, step = parent if parent is not None else (None, None, None)
+    if turn is None:
         return None
-    turn, source, step = parent
     if metadata.get("source") != "input" and step is not None and step + 1 == metadata.get("step"):
         return turn  # a later checkpoint of the same run
     return turn + 1 if source == "loop" else None  # the run's first: the turn after the last
