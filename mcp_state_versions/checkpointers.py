@@ -88,7 +88,18 @@ async def open_checkpointer(
                 await _check_postgres_tables(saver, target)
             yield saver
     else:
-        raise CheckpointerSpecError(f"unknown checkpointer {spec!r}; use {SPEC_HELP}")
+        raise CheckpointerSpecError(f"unknown checkpointer {spec!r}{_meant(spec)}; use {SPEC_HELP}")
+
+
+def _meant(spec: str) -> str:
+    """``"; did you mean sqlite:<spec>?"`` for a spec that is a file or a database address."""
+    from pathlib import Path
+
+    if spec and ":" not in spec and (Path(spec).is_file() or spec.endswith((".sqlite", ".db"))):
+        return f" (did you mean sqlite:{spec}?)"
+    if "@" in spec and "/" in spec and "://" not in spec:
+        return f" (did you mean postgres:postgresql://{spec}?)"
+    return ""
 
 
 @asynccontextmanager

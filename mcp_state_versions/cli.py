@@ -10,7 +10,7 @@
                                [--checkpoint ID] [--json]
     mcp-state-versions diff    --checkpointer SPEC --thread T --key K --from N --to M [--json]
     mcp-state-versions prune   --checkpointer SPEC --thread T [--keep-turns N] [--drop-abandoned]
-                               [--dry-run] [--json]
+                               [--dry-run] [--yes] [--json]
     mcp-state-versions sweep   --checkpointer SPEC [--keep-turns N] [--idle-for 30d]
                                [--drop-abandoned] [--dry-run] [--yes] [--vacuum] [--json]
     mcp-state-versions threads --checkpointer SPEC [--contains TEXT] [--limit N] [--before CURSOR]
@@ -39,6 +39,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -162,6 +163,18 @@ class _Command(argparse.ArgumentParser):
         self._complete()
         return super().format_usage()
 
+    def error(self, message: str) -> Any:
+        """Bad usage: with ``--json`` among the arguments, one JSON object on standard error
+        (``"outcome": "usage"``), as every other outcome under ``--json``; exit 2 either way."""
+        if "--json" in (_ARGV or ()):
+            print(json.dumps({"outcome": "usage", "message": message}), file=sys.stderr)
+            self.exit(2)
+        return super().error(message)
+
+
+_ARGV: Sequence[str] | None = None
+"""The arguments being parsed (for :meth:`_Command.error`, which argparse gives none)."""
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -177,11 +190,29 @@ def _parser() -> argparse.ArgumentParser:
             name,
             help=text,
             description=text,
-            epilog=_EPILOG,
+            epilog=f"example:\n  mcp-state-versions {_EXAMPLES[name]}\n\n"
+            "exit codes: mcp-state-versions --help lists them",
             formatter_class=argparse.RawDescriptionHelpFormatter,
             arguments=arguments,
         )
     return parser
+
+
+_EXAMPLES = {
+    "demo": "demo --db demo.sqlite",
+    "inspect": "inspect --checkpointer sqlite:demo.sqlite --thread T gazet/get_aoi/bbox --turn 1",
+    "turns": "turns --checkpointer sqlite:demo.sqlite --thread T",
+    "conversation": "conversation --checkpointer sqlite:demo.sqlite --thread T --turns 3-4",
+    "diff": "diff --checkpointer sqlite:demo.sqlite --thread T --key gazet/get_aoi/bbox "
+    "--from 1 --to 3",
+    "threads": "threads --checkpointer sqlite:demo.sqlite --contains demo --limit 10",
+    "index": "index --checkpointer sqlite:demo.sqlite",
+    "prune": "prune --checkpointer sqlite:demo.sqlite --thread T --keep-turns 5 --dry-run",
+    "sweep": "sweep --checkpointer sqlite:demo.sqlite --idle-for 30d --keep-turns 20 --dry-run",
+    "serve": "serve --checkpointer sqlite:demo.sqlite --port 8000",
+}
+"""Each command's example, shown in its help (the exit codes are listed once, in the main
+help)."""
 
 
 def _spec_help() -> str:
@@ -303,6 +334,7 @@ def _prune_arguments(prune: argparse.ArgumentParser) -> None:
     prune.add_argument("--keep-turns", type=int, metavar="N", help="keep the last N turns")
     prune.add_argument("--drop-abandoned", action="store_true", help="delete forked-off branches")
     prune.add_argument("--dry-run", action="store_true", help="say what would go; change nothing")
+    prune.add_argument("--yes", action="store_true", help="do not ask before removing anything")
     _json(prune)
 
 
@@ -371,7 +403,9 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
-    args = _parser().parse_args(argv)
+    global _ARGV
+    _ARGV = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(_ARGV)
     as_json = bool(getattr(args, "json", False))
     # (here, not at the top: --help and --version load none of LangGraph)
     from .backends import unreachable
@@ -445,6 +479,10 @@ def _outcome(
     return 2 if code is None else EXIT_CODES[code]
 
 
+_CHECKPOINT_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+"""A checkpoint id, as LangGraph makes them: the head part of a listing's cursor."""
+
+
 def _check_usage(args: argparse.Namespace) -> None:
     if args.command == "inspect":
         if args.key is None and (args.turn is not None or args.versions):
@@ -453,6 +491,13 @@ def _check_usage(args: argparse.Namespace) -> None:
             raise UsageError("use either --turn N (one turn) or --versions (all of them)")
         if args.turn is not None and args.turn < 1:
             raise UsageError(f"--turn must be 1 or more (turn 1 is the first), got {args.turn}")
+    if args.command == "threads" and args.before is not None:
+        head = args.before.partition(" ")[0]
+        if not _CHECKPOINT_ID.fullmatch(head):
+            raise UsageError(
+                f"--before takes the cursor a page ends with (its 'more: --before ...' line, "
+                f"or 'next' under --json), not {args.before!r}"
+            )
     if args.command == "sweep":
         if args.keep_turns is None and args.idle_for is None and not args.drop_abandoned:
             raise UsageError(
@@ -490,6 +535,14 @@ async def _operate(args: argparse.Namespace) -> int:
         if present is None and checkpoint is not None:
             message = f"thread {args.thread!r} has no checkpoint {checkpoint!r}"
             return _report(args, "unknown_checkpoint", message, {})
+        if present is None and getattr(args, "namespace", ""):
+            root = await CheckpointHistory(saver).present(args.thread, damage_ok=True)
+            if root is not None:
+                message = (
+                    f"thread {args.thread!r} has no namespace {args.namespace!r} (a persistent "
+                    "subgraph's); omit --namespace to read the thread itself"
+                )
+                return _report(args, "unknown_thread", message, {"namespace": args.namespace})
         if present is None:
             return _report(args, "unknown_thread", f"no thread {args.thread!r} here", {})
         if args.command == "prune":
@@ -704,7 +757,7 @@ async def _versions(
             )
         else:
             turns = version_span(row.since, row.until)
-        value = json.dumps(row.value) if row.status == "kept" else ""
+        value = json.dumps(row.value, ensure_ascii=False) if row.status == "kept" else ""
         table.add_row(turns, row.status, _text(value))
     _title(console, f"{args.key} · {counted(entry['versions'], 'version')} · thread {args.thread}")
     console.print(table)
@@ -761,19 +814,19 @@ def _answer(console: Any, args: argparse.Namespace, answer: Any, keys: list[str]
 
 
 async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
-    from .history import retained_span, turn_span
+    from .history import retained_span
     from .retention import prune_thread
 
-    result = await prune_thread(
-        saver,
-        args.thread,
-        keep_turns=args.keep_turns,
-        drop_abandoned=args.drop_abandoned,
-        dry_run=args.dry_run,
-    )
+    policy = {"keep_turns": args.keep_turns, "drop_abandoned": args.drop_abandoned}
+    result = await prune_thread(saver, args.thread, **policy, dry_run=True)
+    if not args.dry_run and result.deleted:
+        if not _confirmed(args, "a prune removes turns", _pruned_text(args, result)):
+            return 0
+        result = await prune_thread(saver, args.thread, **policy)
     if args.json:
         console.print_json(
             data={
+                "outcome": "found",
                 "thread_id": args.thread,
                 "dry_run": result.dry_run,
                 "checkpoints_removed": result.deleted,
@@ -783,15 +836,41 @@ async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
             }
         )
         return 0
-    verb = "would remove" if result.dry_run else "removed"
-    console.print(
-        f"thread {args.thread}: {verb} {result.deleted} checkpoints "
-        f"({_bytes(result.bytes_removed)}); {result.total_turns} turns, retained: "
-        f"{turn_span(result.retained_turns)}",
-        markup=False,
-        soft_wrap=True,
-    )
+    console.print(_pruned_text(args, result), markup=False, soft_wrap=True)
     return 0
+
+
+def _pruned_text(args: argparse.Namespace, result: Any) -> str:
+    from .history import turn_span
+
+    verb = "would remove" if result.dry_run else "removed"
+    retained = result.retained_turns
+    kept = (
+        "none retained"
+        if not retained
+        else f"turn {retained.start} retained"
+        if len(retained) == 1
+        else f"turns {turn_span(retained)} retained"
+    )
+    return (
+        f"thread {args.thread}: {verb} {result.deleted} checkpoints "
+        f"({_bytes(result.bytes_removed)}); of its {result.total_turns} turns, {kept}"
+    )
+
+
+def _confirmed(args: argparse.Namespace, what: str, plan: str) -> bool:
+    """Whether to go ahead with a removal: ``--yes``, or a person at a terminal who said so
+    after reading ``plan``; anywhere else, without ``--yes``, it is refused (bad usage)."""
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise UsageError(f"{what}: pass --yes to go ahead, or --dry-run to see what would go")
+    errors = _console(stderr=True)
+    errors.print(plan, markup=False, soft_wrap=True)
+    if input("Go ahead? [y/N] ").strip().lower() in ("y", "yes"):
+        return True
+    errors.print("nothing removed", markup=False)
+    return False
 
 
 async def _threads(args: argparse.Namespace) -> int:
@@ -818,6 +897,10 @@ async def _threads(args: argparse.Namespace) -> int:
     ]
     if args.json:
         console.print_json(data={"outcome": "found", "threads": rows, "next": page.next})
+        return 0
+    if not rows:
+        which = f" whose id contains {args.contains!r}" if args.contains else ""
+        print(f"mcp-state-versions: no threads{which} here", file=sys.stderr)
         return 0
     table = _table(
         ("thread", "turns", "last write", "stored"), keys=[t.thread_id for t in page.threads]
@@ -861,16 +944,8 @@ async def _sweep(args: argparse.Namespace) -> int:
             return _swept(console, args, planned, None)
         if planned.checkpoints_removed == 0:  # nothing to remove: the sweep is done
             return _swept(console, args, replace(planned, dry_run=False), None)
-        if not args.yes:
-            if not sys.stdin.isatty():
-                raise UsageError(
-                    "a sweep removes threads and turns: pass --yes to go ahead, or --dry-run "
-                    "to see what would go"
-                )
-            errors.print(_summary(args, planned), markup=False, soft_wrap=True)
-            if input("Go ahead? [y/N] ").strip().lower() not in ("y", "yes"):
-                errors.print("nothing removed", markup=False)
-                return 0
+        if not _confirmed(args, "a sweep removes threads and turns", _summary(args, planned)):
+            return 0
         report = await _with_progress(errors, saver, policy, planned.threads_seen)
         freed = await reclaim(saver) if args.vacuum else None
     return _swept(console, args, report, freed)

@@ -18,6 +18,7 @@ being handed the current value.
 
 import asyncio
 import json
+import sys
 import textwrap
 from collections.abc import Callable
 from typing import Any
@@ -248,9 +249,21 @@ async def _main(spec: str | None, model: str | None, as_json: bool) -> None:
         print(
             f"\nThe threads {first} and {second} stay in the checkpointer. "
             "Read one as an operator would:\n"
-            f"  mcp-state-versions inspect --checkpointer {spec} --thread {first} "
+            f"  {_program()} inspect --checkpointer {spec} --thread {first} "
             "gazet/get_aoi/bbox --versions"
         )
+
+
+def _program() -> str:
+    """The command as the person ran it (``.venv/bin/mcp-state-versions`` after the README's
+    install), so the hint runs as printed; ``mcp-state-versions`` otherwise."""
+    import os
+
+    invoked = sys.argv[0] if sys.argv else ""
+    if os.path.basename(invoked) != "mcp-state-versions":
+        return "mcp-state-versions"
+    relative = os.path.relpath(invoked)
+    return relative if not relative.startswith("..") else invoked
 
 
 def _nothing(text: str) -> None:

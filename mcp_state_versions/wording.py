@@ -79,14 +79,16 @@ def close_keys(key: str, keys: Sequence[str]) -> list[str]:
     A model or an HTTP caller chooses ``key``, and state may hold thousands of long keys:
     ``difflib`` took 10 s at 5,000 keys of 167 characters, on the event loop. RapidFuzz's
     ratio (the same measure, in C, with a cutoff that skips hopeless keys early) takes
-    about 3 ms there (``python -m benchmarks.close_keys``).
+    about 3 ms there (``python -m benchmarks.close_keys``). A key's last part alone
+    (``bbox`` for ``gazet/get_aoi/bbox``), which the ratio scores low, comes first.
     """
     if len(key) > CLOSE_KEY_LENGTH:
         return []
     from rapidfuzz import fuzz, process  # only a key not found needs it
 
+    ending = [k for k in keys if "/" not in key and k.rsplit("/", 1)[-1] == key][:3]
     found = process.extract(key, keys, scorer=fuzz.ratio, limit=3, score_cutoff=50)
-    return [match for match, _, _ in found]
+    return (ending + [match for match, _, _ in found if match not in ending])[:3]
 
 
 def unknown_key(key: str, keys: Sequence[str]) -> str:

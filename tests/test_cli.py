@@ -117,8 +117,10 @@ def test_turns_and_prune_and_the_pruned_outcome(
     assert code == 4 and json.loads(out)["retained"] == {"first": 2, "last": 3}
     assert run(capsys, *base, "--turn", "2")[0] == 0
 
-    code, out = run(capsys, "prune", "--checkpointer", spec, "--thread", first, "--keep-turns", "1")
-    assert code == 0 and "4 turns, retained: 4" in out
+    code, out = run(
+        capsys, "prune", "--checkpointer", spec, "--thread", first, "--keep-turns", "1", "--yes"
+    )
+    assert code == 0 and "of its 4 turns, turn 4 retained" in out
     code, out = run(
         capsys, "inspect", "--checkpointer", spec, "--thread", first, BBOX, "--turn", "1"
     )
@@ -347,8 +349,13 @@ def test_help_and_version() -> None:
     done = _cli("--help")
     assert done.returncode == 0
     assert "exit codes:" in done.stdout and "6  unknown thread, checkpoint or key" in done.stdout
-    done = _cli("inspect", "--help")
-    assert "'sqlite:PATH'" in done.stdout and "exit codes:" in done.stdout
+    from mcp_state_versions.cli import _COMMANDS
+
+    for command in _COMMANDS:  # an example each; the exit codes once, in the main help
+        done = _cli(command, "--help")
+        assert f"example:\n  mcp-state-versions {command} " in done.stdout, command
+        assert "6  unknown thread" not in done.stdout, command
+    assert "'sqlite:PATH'" in _cli("inspect", "--help").stdout
     done = _cli("--version")
     assert done.returncode == 0 and done.stdout.startswith("mcp-state-versions 0.")
 
@@ -525,7 +532,9 @@ def test_postgres_readers_need_only_select_and_set_nothing_up() -> None:
 
         asyncio.run(delete_through_a_reader())
         assert _cli("turns", "--checkpointer", reader, "--thread", thread).returncode == 0
-        done = _cli("prune", "--checkpointer", reader, "--thread", thread, "--keep-turns", "1")
+        done = _cli(
+            "prune", "--checkpointer", reader, "--thread", thread, "--keep-turns", "1", "--yes"
+        )
         _one_line(done, 9, "permission denied")  # a writer's command, and a role that reads
 
         asyncio.run(grant_revoked_while_reading())
@@ -585,8 +594,9 @@ def test_prune_on_a_file_it_cannot_write_is_one_line() -> None:
         copy.chmod(0o444)
     try:
         done = _cli(
-            "prune", "--checkpointer", f"sqlite:{copy}", "--thread", thread, "--keep-turns", "1"
-        )
+            "prune", "--checkpointer", f"sqlite:{copy}", "--thread", thread, "--keep-turns", "1",
+            "--yes",
+        )  # fmt: skip
         _one_line(done, 9, f"cannot use sqlite:{copy}")
     finally:
         if as_root:
@@ -848,7 +858,7 @@ def test_prune_and_sweep_on_a_full_disk_exit_9_in_one_line(
     # Fill the file system, then free nothing: the next page SQLite writes finds no room.
     subprocess.run(["dd", "if=/dev/zero", f"of={where / 'filler'}", "bs=64k"], capture_output=True)
     assert shutil.disk_usage(where).free < 64 * 1024
-    prune = ("prune", "--thread", first, "--keep-turns", "1")
+    prune = ("prune", "--thread", first, "--keep-turns", "1", "--yes")
     sweep = ("sweep", "--keep-turns", "1", "--yes")
     for command in (prune, sweep):
         done = _cli(command[0], "--checkpointer", f"sqlite:{copy}", *command[1:])
@@ -897,3 +907,37 @@ def test_conversation_and_diff_read_turns_from_history(
     with pytest.raises(SystemExit) as usage:
         main(["conversation", *base, "--turns", "1-9"])
     assert usage.value.code == 2 and "at most 5" in capsys.readouterr().err
+
+
+def test_prune_asks_first_as_sweep_does(tmp_path: Path) -> None:
+    """Without --yes and without a terminal, a prune that would remove something is refused
+    (exit 2, nothing removed); --dry-run and --yes need no question; --json says its outcome."""
+    spec, first, _ = _run_demo(tmp_path / "demo.sqlite")
+    prune = ["prune", "--checkpointer", spec, "--thread", first, "--keep-turns", "1"]
+    before = _cli("turns", "--checkpointer", spec, "--thread", first, "--json").stdout
+    refused = _cli(*prune)
+    _one_line(refused, 2, "pass --yes to go ahead, or --dry-run")
+    assert _cli("turns", "--checkpointer", spec, "--thread", first, "--json").stdout == before
+    done = _cli(*prune, "--yes", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["outcome"] == "found"
+
+
+def test_mistakes_at_the_command_line_are_answered_in_one_line(
+    untouched_demo: tuple[str, str, str], tmp_path: Path
+) -> None:
+    """A file given without ``sqlite:``, a key's last part alone, a namespace the thread does
+    not have, a cursor no page printed, a bad value under --json, and an empty listing: each
+    says what to do next."""
+    spec, thread, _ = untouched_demo
+    path = spec.removeprefix("sqlite:")
+    _one_line(_cli("turns", "--checkpointer", path, "--thread", thread), 2, f"sqlite:{path}?")
+    base = ["inspect", "--checkpointer", spec, "--thread", thread]
+    _one_line(_cli(*base, "bbox"), 6, f"did you mean {BBOX}")
+    _one_line(_cli(*base, "--namespace", "nosuch"), 6, "has no namespace 'nosuch'")
+    listing = ["threads", "--checkpointer", spec]
+    _one_line(_cli(*listing, "--before", "garbage"), 2, "--before takes the cursor")
+    bad = _cli(*base, BBOX, "--turn", "x", "--json")
+    assert bad.returncode == 2 and json.loads(bad.stderr)["outcome"] == "usage"
+    empty = _cli(*listing, "--contains", "no-such-thread")
+    assert empty.returncode == 0 and empty.stdout == ""
+    assert "no threads whose id contains 'no-such-thread'" in empty.stderr
