@@ -535,7 +535,7 @@ async def _operate(args: argparse.Namespace) -> int:
         if present is None and checkpoint is not None:
             message = f"thread {args.thread!r} has no checkpoint {checkpoint!r}"
             return _report(args, "unknown_checkpoint", message, {})
-        if present is None and getattr(args, "namespace", ""):
+        if present is None and args.command != "prune" and args.namespace:
             root = await CheckpointHistory(saver).present(args.thread, damage_ok=True)
             if root is not None:
                 message = (

@@ -198,9 +198,40 @@ state; larger ones are replaced by the breadcrumb alone."""
 
 
 def inlined(breadcrumb: str, fields: Mapping[str, Any], limit: int) -> str:
-    """The breadcrumb, followed by the fields' JSON when it is at most ``limit`` characters."""
+    """The breadcrumb, followed by the fields' JSON when it is at most ``limit`` characters.
+
+    A large result is told without serializing it (:func:`_longer_than`): fifty values of
+    200 KB would otherwise be written out as 10 MB of JSON at every publish, to be dropped.
+    """
+    if _longer_than(fields, limit):
+        return breadcrumb
     payload = dumps(fields)
     return f"{breadcrumb} {payload}" if len(payload) <= limit else breadcrumb
+
+
+def _longer_than(value: Any, limit: int) -> bool:
+    """Whether ``value``'s JSON is surely longer than ``limit`` characters, by a count that
+    never exceeds the real length (text without its escapes, numbers as Python writes them)
+    and stops as soon as it passes the limit: at most about ``limit`` characters looked at."""
+    left = limit
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            left -= len(item) + 2
+        elif isinstance(item, Mapping):
+            left -= 2 * len(item) + 1
+            for key, inner in item.items():
+                left -= len(str(key)) + 2
+                stack.append(inner)
+        elif isinstance(item, list | tuple):
+            left -= len(item) + 1
+            stack.extend(item)
+        else:
+            left -= len(str(item))
+        if left < 0:
+            return True
+    return False
 
 
 def publish(

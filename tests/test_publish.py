@@ -738,3 +738,20 @@ def test_capture_on_a_graph_without_tool_state_fails_as_publish_does() -> None:
     asked = AIMessage("", tool_calls=[call("find_hotel", "h1", city="Oslo")])
     with pytest.raises(ToolStateError, match="no tool_state channel"):
         app.invoke({"messages": [HumanMessage("hotel?"), asked]})
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+        max_leaves=20,
+    ),
+    st.integers(0, 400),
+)
+def test_a_result_is_called_too_long_only_when_its_json_is(value: Any, limit: int) -> None:
+    """The early count never calls a result too long to show when its JSON fits."""
+    from mcp_state_versions.publish import _longer_than
+    from mcp_state_versions.render import dumps
+
+    if _longer_than(value, limit):
+        assert len(dumps(value)) > limit
