@@ -61,6 +61,9 @@ class TurnConversation:
     reply: str | None
     calls: list[ToolCallRecord]
     open: bool = False
+    summary: str | None = None
+    """A summary written in the turn (a message after the user's that no person sent: a
+    summarization middleware's), which is never the turn's user message."""
 
 
 def turn_bounds(
@@ -121,7 +124,8 @@ def turn_conversation(
     still_open = bool(record is not None and record.get("open"))
     if still_open:
         reply = None
-    return TurnConversation(user=user, reply=reply, calls=calls, open=still_open)
+    summary = next((_text(m) for m in own if _kind(m) == "human"), None)
+    return TurnConversation(user=user, reply=reply, calls=calls, open=still_open, summary=summary)
 
 
 def _kind(message: Any) -> str | None:
@@ -199,6 +203,8 @@ def conversation_value(found: TurnConversation, turn: int, *, cut: bool) -> dict
     value["reply"] = found.reply
     if found.open:
         value["open"] = True
+    if found.summary is not None:
+        value["summary"] = found.summary
     return value
 
 

@@ -172,6 +172,11 @@ async def test_the_agent_server_runs_the_library(server: str, graph: str, source
     timeline = httpx.get(f"{server}/session-state/threads/{thread_id}/timeline").json()
     row = next(k for k in timeline["keys"] if k["key"] == BBOX)
     assert row["starts"] == [1, 2] and row["first_written"] == 1
+    # Each turn's own conversation, on the server's runs (not run_turn): never the next one's.
+    for turn, place in [(1, "Copenhagen"), (2, "Aarhus")]:
+        said = httpx.get(f"{server}/session-state/threads/{thread_id}/turns/{turn}").json()
+        assert (said["user"], said["reply"], said["open"]) == (f"find {place}", "done", False)
+        assert [(c["tool"], c["args"]) for c in said["calls"]] == [("get_aoi", {"place": place})]
 
 
 def test_the_mounted_app_runs_the_background_sweeper(server: str) -> None:

@@ -21,6 +21,7 @@ from mcp_state_versions.checkpointers import open_checkpointer
 from mcp_state_versions.retention import prune_thread
 
 from .helpers import BBOX, agent_on, cli_command, free_port, wait_for_http
+from .test_turn_conversation import TURNS, _summarized_agent
 
 CHROMIUM = os.environ.get("MCP_STATE_VERSIONS_CHROMIUM", "/usr/bin/chromium")
 TOKEN = "page-test-token"
@@ -35,6 +36,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 KNOWN = "known-after-prune"
+SUMMARIZED = "summarized-areas"
+"""A create_agent thread (ainvoke) whose early turns a summary took out of its messages."""
 """A thread pruned to its last turn whose key has held one value since turn 1: the pruned turns
 are still known, from the key's own entry."""
 
@@ -63,6 +66,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             for text in ("find Copenhagen", "chat", "chat"):
                 await run_turn(agent, KNOWN, text)
             await prune_thread(saver, KNOWN, keep_turns=1)
+            summarized = _summarized_agent(saver)  # driven as create_agent agents are
+            config = {"configurable": {"thread_id": SUMMARIZED}}
+            for text in TURNS:
+                await summarized.ainvoke({"messages": [("user", text)]}, config)
 
     # In a thread of its own: Playwright's sync API keeps an event loop running in this one.
     with ThreadPoolExecutor(1) as writer:
@@ -270,3 +277,30 @@ def test_a_thread_whose_id_is_dots_or_holds_a_slash_opens(
     cell(page, BBOX, 1).click()
     page.locator("#detail").get_by_role("heading", name=f"{BBOX} at the end of turn 1").wait_for()
     page.locator("#detail").get_by_text("59.8").first.wait_for()  # the thread's own value
+
+
+def test_a_turn_a_summary_removed_shows_its_own_conversation(page: Any, served: str) -> None:
+    """On a thread driven with ``ainvoke`` whose early turns a summary took out of state, each
+    turn's panel shows what was said in it, a summary written in a turn is labelled as one,
+    and a turn without calls shows no stray null."""
+    signed_in(page, served).goto(f"{served}#/thread/{SUMMARIZED}")
+    page.get_by_role("grid", name="Keys by turn").wait_for()
+    panel = page.get_by_role("complementary", name="The turn")
+    page.get_by_role("columnheader", name="turn 1").hover()
+    panel.get_by_role("heading", name="Turn 1").wait_for()
+    text = panel.inner_text()
+    assert "User: find Copenhagen" in text and "Reply: done" in text, text
+    page.get_by_role("columnheader", name="turn 2").hover()
+    panel.get_by_role("heading", name="Turn 2").wait_for()
+    text = panel.inner_text()
+    assert "User: chat" in text and "Reply: noted" in text and "null" not in text, text
+    labelled = []
+    for turn in range(3, len(TURNS) + 1):
+        page.get_by_role("columnheader", name=f"turn {turn}").hover()
+        panel.get_by_role("heading", name=f"Turn {turn}").wait_for()
+        text = panel.inner_text()
+        assert f"User: {TURNS[turn - 1]}" in text, text
+        assert "Here is a summary" not in text.split("Summary written")[0], text
+        labelled.append("Summary written in this turn: " in text)
+    assert any(labelled)
+    shot(page, "page-summarized-turn.png")

@@ -146,6 +146,12 @@ async def test_a_summary_is_never_a_turn_s_user_message() -> None:
     state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
     assert "summary" in str(state["messages"][0].content)  # summarized: turns left state
     assert await conversations(saver, thread_id, len(turns)) == notebook(turns)
+    history = CheckpointHistory(saver)
+    summaries = [
+        turn_conversation(*await history.turn_messages(thread_id, turn)).summary  # type: ignore[misc]
+        for turn in range(1, len(turns) + 1)
+    ]
+    assert any(s and "a summary" in s for s in summaries)  # labelled, never the user's words
 
 
 async def test_a_turn_waiting_for_a_person_says_it_is_open() -> None:

@@ -151,3 +151,8 @@ class TurnConversationBody(BaseModel):
     open: bool = Field(
         default=False, description="The turn has not ended (a call waits for a person)."
     )
+    summary: str | None = Field(
+        default=None,
+        description="A summary written in the turn (by a summarization middleware), never "
+        "the turn's user message.",
+    )

@@ -140,4 +140,5 @@ async def turn_conversation_of(
         reply=found.reply,
         calls=[ToolCallItem(**asdict(call)) for call in found.calls],
         open=found.open,
+        summary=found.summary,
     )

@@ -218,11 +218,15 @@ class Timeline {
     if (status !== 200) return this.turnPanel.replaceChildren(title, problem(body));
     const calls = body.calls.map((call) => el("li", {}, el("code", {}, callText(call)),
       call.keys.length ? ` wrote ${call.keys.join(", ")}` : ""));
-    this.turnPanel.replaceChildren(title,
+    // (replaceChildren writes a null as the text "null": the parts a turn lacks are left out)
+    this.turnPanel.replaceChildren(...[title,
       el("p", { class: "said user" }, el("strong", {}, "User: "), body.user ?? "(no longer in the messages)"),
       calls.length ? el("ul", { class: "calls" }, calls) : null,
+      body.summary ? el("p", { class: "said summary" }, el("strong", {}, "Summary written in this turn: "),
+        body.summary.length > 300 ? `${body.summary.slice(0, 300)}…` : body.summary) : null,
       el("p", { class: "said reply" }, el("strong", {}, "Reply: "),
-        body.reply ?? (body.open ? "(still to come: the turn waits for a person)" : "(no reply)")));
+        body.reply ?? (body.open ? "(still to come: the turn waits for a person)" : "(no reply)"))]
+      .filter((part) => part !== null));
   }
 
   cell() {
