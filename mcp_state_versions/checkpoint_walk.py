@@ -466,6 +466,9 @@ class CheckpointHistory:
 
     async def turns(self, thread_id: str) -> TurnIndex:
         chain = await self._chain(thread_id)
+        # Kept for the turn_messages that may follow in the same read (a conversation read
+        # counts the turns first), which then reads the lineage once. Taken once.
+        self._last_chain = (thread_id, chain)
         return await chain.index()
 
     async def tool_state_at(self, thread_id: str, turn: int) -> TurnSnapshot:
@@ -540,7 +543,10 @@ class CheckpointHistory:
         branch, with the clock record there (``None``: no clock); ``None`` when the turn never
         happened or is no longer retained. The record bounds the turn's own messages in the
         list (:func:`~mcp_state_versions.conversation.turn_bounds`)."""
-        chain = await self._chain(thread_id)
+        last, self._last_chain = self._last_chain, None
+        chain = last[1] if last is not None and last[0] == thread_id else None
+        if chain is None:
+            chain = await self._chain(thread_id)
         index = await chain.index()
         if turn not in index.retained:
             return None
