@@ -100,8 +100,10 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"a port is a number from 1 to 65535, not {text!r}"
         ) from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is a number from 1 to 65535, not {port}")
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"a port is a number from 1 to 65535 (0: any free one), not {port}"
+        )
     return port
 
 
@@ -359,7 +361,12 @@ def _sweep_arguments(sweep: argparse.ArgumentParser) -> None:
 def _serve_arguments(serve: argparse.ArgumentParser) -> None:
     _checkpointer_argument(serve)
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1")
-    serve.add_argument("--port", type=_port, default=8000, help="default: 8000")
+    serve.add_argument(
+        "--port",
+        type=_port,
+        default=8000,
+        help="default: 8000; 0 takes any free port (--json says which)",
+    )
     serve.add_argument(
         "--token",
         help="the bearer token every request must carry (default: $MCP_STATE_VERSIONS_API_TOKEN);"
@@ -1087,8 +1094,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
 
     try:  # uvicorn reports a busy port in its log and exits 3; say it in one line instead
-        with socket.create_server((args.host, args.port)):
-            pass
+        listening = socket.create_server((args.host, args.port))
     except OSError as error:
         return _fail(
             f"cannot listen on {args.host}:{args.port}: {error.strerror or error}; "
@@ -1114,13 +1120,15 @@ def _serve(args: argparse.Namespace) -> int:
             args.checkpointer, create=False, read_only=schedule is None
         ) as saver:
             app = create_app(saver, token=token, sweep=schedule)
-            server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port))
-            if args.json:
-                where = {"url": f"http://{args.host}:{args.port}", "sweep": schedule is not None}
+            port = listening.getsockname()[1]  # the one chosen, for --port 0
+            server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=port))
+            if args.json:  # the socket listens already: a client may connect at once
+                where = {"url": f"http://{args.host}:{port}", "sweep": schedule is not None}
                 print(json.dumps(where), flush=True)
-            await server.serve()
+            await server.serve(sockets=[listening])
 
-    asyncio.run(run())
+    with listening:
+        asyncio.run(run())
     return 0
 
 

@@ -147,6 +147,18 @@ ASKED = "ts/ask/k"
 """The key :func:`asking_agent`'s tool publishes the person's answer under."""
 
 
+def _meet(barrier: str | None, parties: int) -> None:
+    """With ``barrier`` (a directory), leave a file there and wait until ``parties`` calls
+    have: every run answering has then loaded the paused checkpoint, and none has stored."""
+    if barrier is None:
+        return
+    Path(barrier, uuid4().hex).touch()
+    deadline = time.monotonic() + 120  # a guard against a hang, not a timing
+    while len(list(Path(barrier).iterdir())) < parties:
+        assert time.monotonic() < deadline, "the other run never resumed"
+        time.sleep(0.005)
+
+
 def asking_agent(saver: Any, barrier: str | None = None, *, parties: int = 2) -> Any:
     """An agent whose one tool asks a person for a value (an interrupt) and publishes the
     answer under :data:`ASKED`. With ``barrier`` (a directory), the tool, once answered,
@@ -157,12 +169,7 @@ def asking_agent(saver: Any, barrier: str | None = None, *, parties: int = 2) ->
     def ask(runtime: ToolRuntime) -> Command:
         """Ask a person for the value of k."""
         answer = interrupt("the value of k?")
-        if barrier is not None:
-            Path(barrier, uuid4().hex).touch()
-            deadline = time.monotonic() + 120  # a guard against a hang, not a timing
-            while len(list(Path(barrier).iterdir())) < parties:
-                assert time.monotonic() < deadline, "the other run never resumed"
-                time.sleep(0.005)
+        _meet(barrier, parties)
         return publish(runtime, "ts", "ask", {"k": answer})
 
     def respond(messages: Sequence[BaseMessage]) -> AIMessage:
@@ -192,12 +199,7 @@ def two_asks_agent(saver: Any, barrier: str | None = None, *, parties: int = 4) 
     def ask(field: str, runtime: ToolRuntime) -> Command:
         """Ask a person for the value of ``field``."""
         answer = interrupt(f"the value of {field}?")
-        if barrier is not None:
-            Path(barrier, uuid4().hex).touch()
-            deadline = time.monotonic() + 120  # a guard against a hang, not a timing
-            while len(list(Path(barrier).iterdir())) < parties:
-                assert time.monotonic() < deadline, "the other run never resumed"
-                time.sleep(0.005)
+        _meet(barrier, parties)
         return publish(runtime, "ts", "put", {field: answer})
 
     def respond(messages: Sequence[BaseMessage]) -> AIMessage:

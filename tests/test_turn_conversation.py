@@ -246,17 +246,21 @@ async def test_the_model_reads_what_a_summary_removed(how: str) -> None:
     assert "keeps no turn history" in unkept
 
 
+async def _driven(saver: Any, thread_id: str) -> dict[str, Any]:
+    """:data:`TURNS` on a ``create_agent`` agent with the middleware; the state at the end."""
+    agent = create_agent_on(saver)
+    for text in TURNS:
+        await drive(agent, thread_id, text, "ainvoke", "async")
+    return dict((await agent.aget_state({"configurable": {"thread_id": thread_id}})).values)
+
+
 async def test_nothing_is_added_to_the_listing_when_no_turn_left_the_messages() -> None:
     from mcp_state_versions import make_inspect_state
 
     from .conftest import runtime_for
 
-    saver = PruningInMemorySaver()
-    agent = create_agent_on(saver)
     thread_id = f"whole-{uuid4().hex}"
-    for text in TURNS:
-        await drive(agent, thread_id, text, "ainvoke", "async")
-    state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
+    state = await _driven(PruningInMemorySaver(), thread_id)
     listing = await make_inspect_state().coroutine(key="*", runtime=runtime_for(state, thread_id))  # type: ignore[misc]
     assert "@conversation" not in listing
 
@@ -267,11 +271,10 @@ async def test_a_pruned_turn_s_conversation_is_no_longer_retained() -> None:
     from .conftest import runtime_for
 
     saver = PruningInMemorySaver()
-    agent = create_agent_on(saver)
     thread_id = f"pruned-{uuid4().hex}"
-    for text in TURNS:
-        await drive(agent, thread_id, text, "ainvoke", "async")
+    await _driven(saver, thread_id)
     await prune_thread(saver, thread_id, keep_turns=2)
+    agent = create_agent_on(saver)
     state = (await agent.aget_state({"configurable": {"thread_id": thread_id}})).values
     tool = make_inspect_state(history=CheckpointHistory(saver))
     gone = await tool.coroutine(key="@conversation", turn=1, runtime=runtime_for(state, thread_id))  # type: ignore[misc]
