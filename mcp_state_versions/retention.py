@@ -48,6 +48,7 @@ from .backends.sqlite import SqliteBackend
 from .backends.stamps import note_stamp, settle
 from .clock import turn_at
 from .credentials import SECRET_NAMES
+from .history import StoreUnavailable
 from .messages import storable_writes
 from .state import refuse_secret_writes
 from .storage import NOTHING_STORED
@@ -389,7 +390,88 @@ def _postgres_saver_class() -> Any:
             stock = super().aget_delta_channel_history
             return await delta_histories(stock, backend, config, channels)
 
+        async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+            """LangGraph's ``aprune``, with ``keep_latest`` for threads the library stores as
+            writes: each namespace's head is sealed first (its ``tool_state`` and ``messages``
+            stored whole in it), then LangGraph's own ``keep_latest`` statements delete the
+            rest, in one transaction a thread, refusing (as LangGraph does) a thread with
+            another ``DeltaChannel`` whose head still needs its ancestors."""
+            if strategy != "keep_latest" or isinstance(thread_ids, str):
+                await super().aprune(thread_ids, strategy=strategy)
+                return
+            for thread_id in [str(t) for t in thread_ids]:
+                await _keep_latest_sealed(
+                    self, PostgresBackend(self, sync=False, native_sync=False), thread_id
+                )
+                forget_histories(self, thread_id)
+
     return DeltaReadingPostgresSaver
+
+
+class _HeadMoved(Exception):
+    """A run stored a newer head between the seal and the prune: seal it, and prune again."""
+
+
+_SEALED_ATTEMPTS = 5
+"""How many times a prune seals a thread's heads and tries again while runs keep storing."""
+
+
+async def _keep_latest_sealed(saver: Any, backend: PostgresBackend, thread_id: str) -> None:
+    """Seal every namespace's head of ``thread_id``, then run LangGraph's ``keep_latest``
+    statements for it (:func:`_sealed_statements`); again if a head moved meanwhile."""
+    from langgraph.checkpoint.postgres.base import _aexecute
+
+    for _ in range(_SEALED_ATTEMPTS):
+        heads = dict(await backend.latest_per_namespace(thread_id))
+        foreign = await backend.unsealable_channels(thread_id, list(heads.values()))
+        if foreign:
+            raise NotImplementedError(
+                f"keep_latest can't prune thread {thread_id!r}: its DeltaChannel "
+                f"{', '.join(sorted(foreign))} is not the library's, and its head still needs "
+                "its ancestors; prune it with prune_thread(keep_turns=...) instead"
+            )
+        for namespace, head in heads.items():
+            await seal(backend, thread_id, namespace, head)
+        try:
+            async with saver._cursor() as cur:
+                if saver.pipe:
+                    await saver.pipe.sync()
+                async with cur.connection.transaction():
+                    await _aexecute(cur, _sealed_statements(thread_id, heads))
+            return
+        except _HeadMoved:
+            continue
+    raise StoreUnavailable(
+        f"thread {thread_id!r} kept storing new checkpoints while it was pruned; "
+        "prune it again once its runs are done"
+    )
+
+
+def _sealed_statements(thread_id: str, sealed: Mapping[str, str]) -> Any:
+    """LangGraph's ``keep_latest`` statements for one thread, without its refusal of delta
+    channels (every head was sealed), and stopped (rolled back) if a head is not the one
+    sealed: a run stored a newer one after the seal."""
+    from langgraph.checkpoint.postgres.base import (
+        PRUNE_DELTA_THREADS_SQL,
+        PRUNE_HEADS_SQL,
+        _keep_latest,
+    )
+
+    statements = _keep_latest(thread_id)
+    try:
+        sql, params, fetch = next(statements)
+        while True:
+            if sql == PRUNE_DELTA_THREADS_SQL:
+                sql, params, fetch = statements.send([])
+                continue
+            rows = yield sql, params, fetch
+            if sql == PRUNE_HEADS_SQL and any(
+                sealed.get(row["checkpoint_ns"]) != row["head"] for row in rows
+            ):
+                raise _HeadMoved(thread_id)
+            sql, params, fetch = statements.send(rows)
+    except StopIteration:
+        return
 
 
 async def _check_idle(connection: Any) -> None:

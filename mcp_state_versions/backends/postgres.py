@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from functools import cache
 from typing import Any
 
+from ..messages import MESSAGES
 from ..storage import NOTHING_STORED, snapshot
 from . import (
     MAX_CHAIN,
@@ -245,6 +246,31 @@ class PostgresBackend(SqlBackend):
             if self.native_sync:
                 return list(cursor.fetchall())
             return list(await cursor.fetchall())
+
+    async def latest_per_namespace(self, thread_id: str) -> list[tuple[str, str]]:
+        """``(namespace, newest checkpoint id)`` of each namespace of the thread."""
+        rows = await self._rows(
+            "SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = %s "
+            "GROUP BY checkpoint_ns",
+            (thread_id,),
+        )
+        return [(str(row[0]), str(row[1])) for row in rows]
+
+    async def unsealable_channels(self, thread_id: str, heads: Sequence[str]) -> set[str]:
+        """The delta channels a seal does not cover (not ``tool_state`` or ``messages``) that
+        these heads still rebuild from their ancestors (a counter since their snapshot)."""
+        rows = await self._rows(
+            "SELECT metadata -> 'counters_since_delta_snapshot' FROM checkpoints "
+            "WHERE thread_id = %s AND checkpoint_id = ANY(%s)",
+            (thread_id, list(heads)),
+        )
+        return {
+            channel
+            for (counters,) in rows
+            if isinstance(counters, dict)
+            for channel in counters
+            if channel not in (TOOL_STATE, MESSAGES)
+        }
 
     async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
         return await self._rows(_lineage_sql(), (thread_id, namespace))
