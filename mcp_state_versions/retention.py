@@ -246,9 +246,24 @@ class PruningSqliteSaver(_NotesWhatItStores, AsyncSqliteSaver):
     saver decodes each checkpoint back to the last snapshot, every message included, which on a
     long thread costs more than the turn. This one reads the chain from an index and decodes
     one checkpoint (:meth:`~mcp_state_versions.backends.sqlite.SqliteBackend.delta_history`).
+
+    It is asynchronous, as ``AsyncSqliteSaver`` is: open it with ``from_conn_string(path)``
+    inside async code, and run graphs on it with ``ainvoke``/``astream``. A sync app keeps
+    LangGraph's ``SqliteSaver``; every read of the library works on it (by the walk).
     """
 
     remembers_run_starts = True
+
+    def __init__(self, conn: Any, *args: Any, **kwargs: Any) -> None:
+        import sqlite3
+
+        if isinstance(conn, sqlite3.Connection):
+            raise TypeError(
+                "PruningSqliteSaver is asynchronous and takes an aiosqlite connection, not a "
+                "sqlite3 one: open it with `async with PruningSqliteSaver.from_conn_string("
+                "path) as saver` in async code, or use LangGraph's SqliteSaver in a sync app"
+            )
+        super().__init__(conn, *args, **kwargs)
     """Its run starts remember the history they read (see
     :func:`~mcp_state_versions.backends.remembers_run_starts`)."""
 

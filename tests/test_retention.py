@@ -232,3 +232,14 @@ async def test_a_postgres_change_of_several_statements_is_one_transaction(
         again = CheckpointHistory(saver)
         assert await again.branch_checkpoint_ids(thread_id) == before
         assert [(await again.tool_state_at(thread_id, t)).tool_state for t in (1, 2, 3)] == values
+
+
+def test_the_async_sqlite_saver_refuses_a_sync_connection_in_words() -> None:
+    """A sync app handing it ``sqlite3.connect(...)`` is told what to use, at once, instead of
+    a "no running event loop" from inside LangGraph's saver at the first run."""
+    import sqlite3
+
+    from mcp_state_versions import PruningSqliteSaver
+
+    with pytest.raises(TypeError, match="use LangGraph's SqliteSaver in a sync app"):
+        PruningSqliteSaver(sqlite3.connect(":memory:"))
