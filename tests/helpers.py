@@ -222,6 +222,7 @@ async def resume_named(agent: Any, thread_id: str, name: str, answer: str) -> An
     """Resume only the pending interrupt that asks for ``name``, with ``answer``."""
     config = {"configurable": {"thread_id": thread_id}}
     state = await agent.aget_state(config)
-    pending = [i for task in state.tasks for i in task.interrupts if name in str(i.value)]
+    asked = f"the value of {name}?"
+    pending = [i for task in state.tasks for i in task.interrupts if str(i.value) == asked]
     assert len(pending) == 1, state.tasks
     return await agent.ainvoke(Command(resume={pending[0].id: answer}), config)

@@ -281,3 +281,57 @@ async def test_a_pruned_turn_s_conversation_is_no_longer_retained() -> None:
     assert gone.startswith("Turn 1 is no longer retained") and "4–5" in gone
     kept = await tool.coroutine(key="@conversation", turn=5, runtime=runtime_for(state, thread_id))  # type: ignore[misc]
     assert '"user": "find Aarhus"' in kept
+
+
+async def test_a_resumed_turn_reads_as_it_ended_and_withheld_fields_stay_withheld() -> None:
+    """After both calls of a paused turn are answered, the turn reads closed with both calls'
+    results and the reply; a captured result's secret-named field, withheld from state and
+    from the message, is not in the conversation either."""
+    from langchain_core.tools import tool
+
+    from mcp_state_versions import call, make_inspect_state
+
+    from .conftest import runtime_for
+    from .helpers import resume_named, two_asks_agent
+
+    saver = PruningInMemorySaver()
+    agent = two_asks_agent(saver)
+    thread_id = f"resumed-{uuid4().hex}"
+    await agent.ainvoke(
+        {"messages": [HumanMessage("ask both")]}, {"configurable": {"thread_id": thread_id}}
+    )
+    await resume_named(agent, thread_id, "a", "1")
+    await resume_named(agent, thread_id, "b", "2")
+    found = turn_conversation(*await CheckpointHistory(saver).turn_messages(thread_id, 1))  # type: ignore[misc]
+    assert not found.open and found.reply == "done"
+    assert [(c.args, c.result is not None) for c in found.calls] == [
+        ({"field": "a"}, True),
+        ({"field": "b"}, True),
+    ]
+
+    @tool
+    def login(user: str) -> dict[str, Any]:
+        """Sign a user in."""
+        return {"user": user, "api_token": "s3cr3t-value"}
+
+    def reply(messages: Sequence[BaseMessage]) -> AIMessage:
+        if messages[-1].type == "tool":
+            return AIMessage("signed in")
+        return AIMessage("", tool_calls=[call("login", "l1", user="ada")])
+
+    from langchain.agents import create_agent
+
+    secret_agent = create_agent(
+        ScriptedChatModel(respond=reply),
+        [login],
+        middleware=[SessionStateMiddleware()],
+        state_schema=SessionAgentState,
+        checkpointer=saver,
+    )
+    config = {"configurable": {"thread_id": f"secret-{uuid4().hex}"}}
+    state = await secret_agent.ainvoke({"messages": [HumanMessage("sign me in")]}, config)
+    tool_ = make_inspect_state(history=CheckpointHistory(saver))
+    runtime = runtime_for(state, config["configurable"]["thread_id"])
+    said = await tool_.coroutine(key="@conversation", turn=1, runtime=runtime)  # type: ignore[misc]
+    assert '"user": "sign me in"' in said and "login" in said
+    assert "s3cr3t-value" not in said
