@@ -253,6 +253,8 @@ class PruningSqliteSaver(_NotesWhatItStores, AsyncSqliteSaver):
     """
 
     remembers_run_starts = True
+    """Its run starts remember the history they read (see
+    :func:`~mcp_state_versions.backends.remembers_run_starts`)."""
 
     def __init__(self, conn: Any, *args: Any, **kwargs: Any) -> None:
         import sqlite3
@@ -264,8 +266,6 @@ class PruningSqliteSaver(_NotesWhatItStores, AsyncSqliteSaver):
                 "path) as saver` in async code, or use LangGraph's SqliteSaver in a sync app"
             )
         super().__init__(conn, *args, **kwargs)
-    """Its run starts remember the history they read (see
-    :func:`~mcp_state_versions.backends.remembers_run_starts`)."""
 
     async def aget_delta_channel_history(
         self, *, config: Any, channels: Sequence[str]
