@@ -263,14 +263,20 @@ def removed_turns(messages: Sequence[Any], record: Mapping[str, Any] | None) -> 
     if record is None or not isinstance(record.get("turn"), int):
         return range(1, 1)
     first = record.get("first")
-    if not isinstance(first, str) or marked_index(messages, first) is not None:
+    if not isinstance(first, str):
         return range(1, 1)
     total = int(record["turn"])
     counted = [mark for mark in record.get("counted") or [] if isinstance(mark, str)]
-    for position, mark in enumerate(counted):
-        if marked_index(messages, mark) is not None:
-            return range(1, max(total - (len(counted) - 1 - position), 1))
-    return range(1, total + 1)
+    held = [marked_index(messages, mark) is not None for mark in counted]
+    start = 1 if marked_index(messages, first) is None else 2  # a trim that keeps the first
+    if start == 2 and all(held):
+        return range(1, 1)
+    # the counted marks are the last turns' openings, oldest first: the turns before the
+    # oldest one still held left the messages (a summary or a trim takes the oldest first)
+    for position, kept in enumerate(held):
+        if kept:
+            return range(start, max(total - (len(counted) - 1 - position), start))
+    return range(start, total + 1)
 
 
 def removed_turns_note(messages: Sequence[Any], record: Mapping[str, Any] | None) -> str:

@@ -335,3 +335,25 @@ async def test_a_resumed_turn_reads_as_it_ended_and_withheld_fields_stay_withhel
     said = await tool_.coroutine(key="@conversation", turn=1, runtime=runtime)  # type: ignore[misc]
     assert '"user": "sign me in"' in said and "login" in said
     assert "s3cr3t-value" not in said
+
+
+def test_the_turns_that_left_the_messages_are_told_by_the_clock_s_marks() -> None:
+    """A summary takes the oldest turns, a trim that keeps the first message the ones after
+    it: the clock's marks of the first and the last turns' openings tell which left."""
+    from mcp_state_versions.clock import message_mark
+    from mcp_state_versions.conversation import removed_turns
+
+    opening = {turn: HumanMessage(f"t{turn}", id=f"h{turn}") for turn in range(1, 21)}
+    record = {
+        "turn": 20,
+        "first": message_mark("h1"),
+        "counted": [message_mark(f"h{turn}") for turn in range(13, 21)],
+    }
+    everything = list(opening.values())
+    assert removed_turns(everything, record) == range(1, 1)  # nothing left: nothing said
+    summarized = [HumanMessage("summary", id="s"), *everything[15:]]  # turns 16–20 held
+    assert removed_turns(summarized, record) == range(1, 16)
+    trimmed = [everything[0], *everything[17:]]  # the first kept, turns 18–20
+    assert removed_turns(trimmed, record) == range(2, 18)
+    assert removed_turns([HumanMessage("summary", id="s")], record) == range(1, 21)
+    assert removed_turns(everything, None) == range(1, 1)
