@@ -304,3 +304,17 @@ def test_a_turn_a_summary_removed_shows_its_own_conversation(page: Any, served: 
         labelled.append("Summary written in this turn: " in text)
     assert any(labelled)
     shot(page, "page-summarized-turn.png")
+
+
+def test_no_cell_is_selected_before_one_is_chosen(page: Any, served: str) -> None:
+    """The page opens with the panel saying "Choose a cell" and no cell outlined as chosen;
+    the one clicked is the one selected, and a one-turn version reads "held turn N"."""
+    signed_in(page, served).goto(f"{served}#/thread/{THREAD}")
+    page.get_by_role("grid", name="Keys by turn").wait_for()
+    assert "Choose a cell" in page.locator("#detail").inner_text()
+    assert page.locator('td[aria-selected="true"]').count() == 0
+    cell(page, BBOX, 4).click()
+    page.locator("#detail").get_by_text("Written in turn 4 by").wait_for()
+    assert page.locator('td[aria-selected="true"]').count() == 1
+    assert cell(page, BBOX, 4).get_attribute("aria-selected") == "true"
+    assert "held turns 4–4" not in page.locator("#detail").inner_text()

@@ -190,8 +190,10 @@ class Timeline {
         turns.map((turn) => {
           const status = this.status(row, turn);
           const chosen = index === this.row && turn === this.turn;
+          // the cursor (tabindex) is where the keyboard is; selected is the cell opened
+          const opened = this.selected && this.selected.index === index && this.selected.turn === turn;
           return el("td", { class: status, role: "gridcell", tabindex: chosen ? "0" : "-1",
-            "aria-selected": chosen ? "true" : "false", "data-row": index, "data-turn": turn,
+            "aria-selected": opened ? "true" : "false", "data-row": index, "data-turn": turn,
             "aria-label": `${row.key}, turn ${turn}: ${WORDS[status]}`, title: `${row.key} · turn ${turn} · ${WORDS[status]}`,
             onclick: (event) => event.shiftKey ? this.compare(index, turn) : this.open(index, turn) });
         })))));
@@ -250,11 +252,10 @@ class Timeline {
       this.render();
     } else {
       this.turn = turn;
-      if (old) { old.tabIndex = -1; old.setAttribute("aria-selected", "false"); }
+      if (old) old.tabIndex = -1;
     }
     const cell = this.cell();
     cell.tabIndex = 0;
-    cell.setAttribute("aria-selected", "true");
     cell.focus();
   }
 
@@ -318,13 +319,15 @@ class Timeline {
     const title = el("h2", {}, `${row.key} at the end of turn ${turn}`);
     this.detail.replaceChildren(title, el("p", { class: "note" }, "Reading…"));
     this.selected = { index, turn };
+    for (const other of main.querySelectorAll('td[aria-selected="true"]')) other.setAttribute("aria-selected", "false");
+    this.cell().setAttribute("aria-selected", "true");
     this.showTurn(turn);
     const now = await api(`${base}?turn=${turn}`);
     if (now.status !== 200) return this.detail.replaceChildren(title, problem(now.body));
     const value = JSON.stringify(now.body.value, null, 2);
     const held = now.body.until == null
       ? `held from turn ${now.body.since ?? "?"}${now.body.since != null && now.body.until == null ? " on" : ""}`
-      : `held turns ${now.body.since}–${now.body.until}`;
+      : now.body.since === now.body.until ? `held turn ${now.body.since}` : `held turns ${now.body.since}–${now.body.until}`;
     const parts = [title, el("p", { class: "note" }, `${held}; ${SOURCES[now.body.source] || now.body.source}`), el("pre", {}, value)];
     const since = now.body.since ?? this.versionStart(row, turn);
     if (since != null) {  // filled in when it arrives: the value and its diff do not wait for it
