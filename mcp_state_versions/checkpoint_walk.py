@@ -87,8 +87,8 @@ from .history import (
     ThreadPresent,
     TurnIndex,
     TurnSnapshot,
+    gallop,
 )
-from .resolve import gallop
 from .state import StateEntry, is_entry, stored_state_problem
 from .storage import NOTHING_STORED, replay, stored_value
 

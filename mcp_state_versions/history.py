@@ -15,7 +15,7 @@ In none of them does the current value stand in for an old one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
@@ -41,6 +41,7 @@ __all__ = [
     "TurnSnapshot",
     "UnknownKey",
     "ValueEvicted",
+    "gallop",
     "outcome",
     "retained_span",
     "turn_span",
@@ -321,3 +322,33 @@ class ThreadPresent:
     tool_state: Mapping[str, StateEntry]
     turn: int
     damage: DamagedState | None = None
+
+
+async def gallop(holds: Callable[[int], Awaitable[bool | None]], low: int, high: int) -> int | None:
+    """The last turn in ``low..high`` for which ``holds`` is true, given that it holds at
+    ``low`` and that the turns it holds for are contiguous; ``None`` if a probe cannot tell.
+
+    Galloping (``low+1, low+2, low+4, ...``, then bisection) costs O(log length) probes of the
+    version's own length, not of the thread's: a key rewritten every turn needs one.
+    """
+    step, good, bad = 1, low, high + 1
+    while good + step < bad:
+        probe = good + step
+        answer = await holds(probe)
+        if answer is None:
+            return None
+        if answer:
+            good, step = probe, step * 2
+        else:
+            bad = probe
+            break
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        answer = await holds(middle)
+        if answer is None:
+            return None
+        if answer:
+            good = middle
+        else:
+            bad = middle
+    return good

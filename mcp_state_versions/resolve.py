@@ -13,7 +13,7 @@ caller's input (each reader validates its own, since each addresses a different 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from .history import (
     TurnSnapshot,
     UnknownKey,
     ValueEvicted,
+    gallop,
 )
 from .state import StateEntry, is_entry
 from .versions import RingBeforeFirst, RingHit, value_at_turn, version_spans
@@ -43,7 +44,6 @@ __all__ = [
     "VersionRow",
     "as_of",
     "entry_at",
-    "gallop",
     "history_of_run",
     "key_allowed",
     "resolve_past",
@@ -250,36 +250,6 @@ async def _version_end(
         return is_entry(found) and found["since"] == since
 
     return await gallop(holds, turn, last_possible)
-
-
-async def gallop(holds: Callable[[int], Awaitable[bool | None]], low: int, high: int) -> int | None:
-    """The last turn in ``low..high`` for which ``holds`` is true, given that it holds at
-    ``low`` and that the turns it holds for are contiguous; ``None`` if a probe cannot tell.
-
-    Galloping (``low+1, low+2, low+4, ...``, then bisection) costs O(log length) probes of the
-    version's own length, not of the thread's: a key rewritten every turn needs one.
-    """
-    step, good, bad = 1, low, high + 1
-    while good + step < bad:
-        probe = good + step
-        answer = await holds(probe)
-        if answer is None:
-            return None
-        if answer:
-            good, step = probe, step * 2
-        else:
-            bad = probe
-            break
-    while bad - good > 1:
-        middle = (good + bad) // 2
-        answer = await holds(middle)
-        if answer is None:
-            return None
-        if answer:
-            good = middle
-        else:
-            bad = middle
-    return good
 
 
 VersionStatus = Literal["kept", "evicted", "pruned", "no_history", "unlisted"]
