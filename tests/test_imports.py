@@ -19,15 +19,6 @@ KNOWN_CYCLES = {
             "mcp_state_versions.storage",
         }
     ),
-    # the backends package and the modules it lists (``from . import ...``)
-    frozenset(
-        {
-            "mcp_state_versions.backends",
-            "mcp_state_versions.backends.memory",
-            "mcp_state_versions.backends.postgres",
-            "mcp_state_versions.backends.sqlite",
-        }
-    ),
 }
 
 

@@ -13,19 +13,9 @@ from typing import Any
 
 from ..state import TURN_METADATA_KEY
 from ..storage import NOTHING_STORED, snapshot
-from . import (
-    MAX_CHAIN,
-    TOOL_STATE,
-    Backend,
-    Link,
-    LinkRow,
-    assembled,
-    forget_histories,
-    known_history,
-    missing_parent,
-    parent_cycle,
-    writes_by_checkpoint,
-)
+from .base import MAX_CHAIN, Backend, Link, LinkRow, missing_parent, parent_cycle
+from .known import TOOL_STATE, forget_histories, known_history
+from .sql import assembled, writes_by_checkpoint
 
 __all__ = ["MemoryBackend", "delete_checkpoints", "forget"]
 

@@ -20,18 +20,9 @@ from typing import Any
 
 from ..messages import MESSAGES
 from ..storage import NOTHING_STORED, snapshot
-from . import (
-    MAX_CHAIN,
-    TOOL_STATE,
-    ChainRead,
-    ChainReader,
-    LinkRow,
-    NeedsAsync,
-    SqlBackend,
-    forget_histories,
-    start_link,
-    writes_by_checkpoint,
-)
+from .base import MAX_CHAIN, LinkRow, NeedsAsync
+from .known import TOOL_STATE, forget_histories
+from .sql import ChainRead, ChainReader, SqlBackend, start_link, writes_by_checkpoint
 
 __all__ = ["PostgresBackend", "postgres_backend"]
 

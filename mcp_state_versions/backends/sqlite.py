@@ -29,22 +29,9 @@ import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT
 
 from ..storage import NOTHING_STORED, snapshot
-from . import (
-    ID,
-    MAX_CHAIN,
-    TOOL_STATE,
-    UNREAD,
-    ChainRead,
-    ChainReader,
-    Link,
-    LinkRow,
-    NeedsAsync,
-    SqlBackend,
-    forget_histories,
-    start_link,
-    writes_by_checkpoint,
-)
-from .known import CHANNELS
+from .base import ID, MAX_CHAIN, UNREAD, Link, LinkRow, NeedsAsync
+from .known import CHANNELS, TOOL_STATE, forget_histories
+from .sql import ChainRead, ChainReader, SqlBackend, start_link, writes_by_checkpoint
 
 __all__ = [
     "INDEX_NAME",
