@@ -86,6 +86,7 @@ from .history import (
     StoreUnavailable,
     ThreadPresent,
     TurnIndex,
+    TurnMessages,
     TurnSnapshot,
     gallop,
 )
@@ -466,9 +467,6 @@ class CheckpointHistory:
 
     async def turns(self, thread_id: str) -> TurnIndex:
         chain = await self._chain(thread_id)
-        # Kept for the turn_messages that may follow in the same read (a conversation read
-        # counts the turns first), which then reads the lineage once. Taken once.
-        self._last_chain = (thread_id, chain)
         return await chain.index()
 
     async def tool_state_at(self, thread_id: str, turn: int) -> TurnSnapshot:
@@ -536,23 +534,15 @@ class CheckpointHistory:
 
         return index, states()
 
-    async def turn_messages(
-        self, thread_id: str, turn: int
-    ) -> tuple[list[Any], Mapping[str, Any] | None] | None:
+    async def turn_messages(self, thread_id: str, turn: int) -> TurnMessages:
         """The thread's messages at the checkpoint where the clock closed ``turn`` on this
-        branch, with the clock record there (``None``: no clock); ``None`` when the turn never
-        happened or is no longer retained. The record bounds the turn's own messages in the
-        list (:func:`~mcp_state_versions.conversation.turn_bounds`)."""
-        last, self._last_chain = self._last_chain, None
-        chain = last[1] if last is not None and last[0] == thread_id else None
-        if chain is None:
-            chain = await self._chain(thread_id)
+        branch, with the clock record there and the turn index, on one read of the lineage
+        (see :class:`~mcp_state_versions.history.TurnMessages`)."""
+        chain = await self._chain(thread_id)
         index = await chain.index()
-        if turn not in index.retained:
-            return None
-        found = await chain.end_of_turn_confirmed(turn)
+        found = await chain.end_of_turn_confirmed(turn) if turn in index.retained else None
         if found is None:
-            return None
+            return TurnMessages(turn, index, None)
         messages = await self._messages_at(thread_id, chain, found)
         record = clock_of(await chain.tool_state(found))
         opening = None if record is None else record.get("message")
@@ -562,7 +552,7 @@ class CheckpointHistory:
             earlier = await self._opened_with(thread_id, chain, found, turn, opening)
             held = {message.id for message in earlier}
             messages = [*earlier, *(m for m in messages if m.id not in held)]
-        return messages, record
+        return TurnMessages(turn, index, messages, record)
 
     async def _messages_at(self, thread_id: str, chain: _Chain, index: int) -> list[Any]:
         values = await self.backend.values(thread_id, self.namespace, chain.links[index][ID])

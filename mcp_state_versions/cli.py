@@ -582,19 +582,20 @@ async def _conversation(history: Any, args: argparse.Namespace) -> int:
     from .conversation import conversation_value, turn_conversation
     from .history import retained_span, turn_span
 
-    index = await history.turns(args.thread)
     turns = args.turns if args.turns is not None else range(args.turn, args.turn + 1)
     found = []
     for turn in turns:
+        read = await history.turn_messages(args.thread, turn)
+        index = read.index
         if turn > index.total:
             message = f"turn {turn} never happened: the thread has had {index.total}"
             return _report(args, "turn_never_happened", message, {"total": index.total})
-        messages = await history.turn_messages(args.thread, turn)
-        if messages is None:
+        if read.messages is None:
             message = f"turn {turn} is no longer retained (retained: {turn_span(index.retained)})"
             retained = retained_span(index.retained)
             return _report(args, "turn_not_retained", message, {"retained": retained})
-        found.append(conversation_value(turn_conversation(*messages), turn, cut=False))
+        said = turn_conversation(read.messages, read.record)
+        found.append(conversation_value(said, turn, cut=False))
     if args.json:
         body = {"outcome": "found", "thread_id": args.thread, "turns": found}
         print(json.dumps(body, indent=2, ensure_ascii=False))

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .clock import marked_index
+from .clock import marked_index, message_mark
 from .history import ConversationHistory, turn_span
 from .publish import PUBLISHED
 
@@ -79,7 +79,7 @@ def turn_bounds(
     end = len(messages)
     seen = record.get("seen")
     if not record.get("open") and seen is not None:
-        found = marked_index(messages, seen, len(messages))
+        found = marked_index(messages, seen)
         if found is not None:
             end = found + 1
     opening = record.get("message")
@@ -199,8 +199,7 @@ def conversation_value(found: TurnConversation, turn: int, *, cut: bool) -> dict
                 f'with key="{CONVERSATION_KEY}", turn={turn}, path="calls[{index}].result")'
             )
         calls.append({"id": record.id, "tool": record.tool, "args": record.args, "result": result})
-    value: dict[str, Any] = {"turn": turn, "user": found.user, "calls": calls}
-    value["reply"] = found.reply
+    value: dict[str, Any] = {"turn": turn, "user": found.user, "calls": calls, "reply": found.reply}
     if found.open:
         value["open"] = True
     if found.summary is not None:
@@ -221,14 +220,15 @@ async def read_conversation(
     in state still reads as it was said), or why it cannot be read."""
     from .wording import narrow
 
-    if history is None or thread_id is None or not isinstance(history, ConversationHistory):
+    if history is None or thread_id is None:
         return (
             "What was said in earlier turns is not available: this deployment keeps no turn "
             "history. Say so rather than guessing what was said."
         )
-    index = await history.turns(thread_id)
     parts = []
     for turn in turns:
+        found = await history.turn_messages(thread_id, turn)
+        index = found.index
         if turn > index.total:
             parts.append(
                 f"Turn {turn} never happened: this thread has had {index.total} turn"
@@ -236,24 +236,20 @@ async def read_conversation(
                 f"{index.total}."
             )
             continue
-        found = await history.turn_messages(thread_id, turn)
-        if found is None:
+        if found.messages is None:
             parts.append(
                 f"Turn {turn} is no longer retained: this deployment pruned that part of the "
-                f"conversation's history (retained turns: {turn_span_text(index.retained)}). "
+                f"conversation's history (retained turns: {turn_span(index.retained)}). "
                 "Say that what was said then is no longer available."
             )
             continue
-        value = conversation_value(turn_conversation(*found), turn, cut=path is None)
+        said = turn_conversation(found.messages, found.record)
+        value = conversation_value(said, turn, cut=path is None)
         heading = f"Turn {turn}'s conversation, as it was said"
         if value.get("open"):
             heading += " (the turn has not ended: a call waits for a person)"
         parts.append(f"{heading}:\n{narrow(value, path=path, pattern=pattern)}")
     return "\n\n".join(parts)
-
-
-def turn_span_text(retained: range) -> str:
-    return turn_span(retained) if retained else "none"
 
 
 def removed_turns(messages: Sequence[Any], record: Mapping[str, Any] | None) -> range:
@@ -267,8 +263,12 @@ def removed_turns(messages: Sequence[Any], record: Mapping[str, Any] | None) -> 
         return range(1, 1)
     total = int(record["turn"])
     counted = [mark for mark in record.get("counted") or [] if isinstance(mark, str)]
-    held = [marked_index(messages, mark) is not None for mark in counted]
-    start = 1 if marked_index(messages, first) is None else 2  # a trim that keeps the first
+    # the user messages' marks (and ids, as older records hold them), each hashed once: the
+    # listing asks at every key="*", over the whole conversation
+    users = {m.id for m in messages if _kind(m) == "human" and isinstance(m.id, str)}
+    marks = users | {message_mark(message_id) for message_id in users}
+    held = [mark in marks for mark in counted]
+    start = 1 if first not in marks else 2  # a trim that keeps the first
     if start == 2 and all(held):
         return range(1, 1)
     # the counted marks are the last turns' openings, oldest first: the turns before the

@@ -38,6 +38,7 @@ __all__ = [
     "ThreadPresent",
     "TurnAnswer",
     "TurnIndex",
+    "TurnMessages",
     "TurnSnapshot",
     "UnknownKey",
     "ValueEvicted",
@@ -140,6 +141,22 @@ class TurnSnapshot:
     tool_state: Mapping[str, StateEntry] | None
 
 
+@dataclass(frozen=True, slots=True)
+class TurnMessages:
+    """A thread's messages where the clock closed turn ``turn``, with the clock record there
+    (``record``, ``None`` on a thread the clock never ran on) and the thread's turn index.
+
+    ``messages`` is ``None`` when the turn is not retained or never happened; ``index`` tells
+    which. The record bounds the turn's own messages in the list
+    (:func:`~mcp_state_versions.conversation.turn_bounds`).
+    """
+
+    turn: int
+    index: TurnIndex
+    messages: list[Any] | None
+    record: Mapping[str, Any] | None = None
+
+
 @runtime_checkable
 class ThreadHistory(Protocol):
     """A host's view of a thread's past, in turns and entries.
@@ -168,11 +185,9 @@ class ConversationHistory(Protocol):
         """How many turns the thread has had and which of them are retained."""
         ...
 
-    async def turn_messages(
-        self, thread_id: str, turn: int
-    ) -> tuple[list[Any], Mapping[str, Any] | None] | None:
-        """The messages where the clock closed ``turn``, with the clock record there;
-        ``None`` when the turn never happened or is no longer retained."""
+    async def turn_messages(self, thread_id: str, turn: int) -> TurnMessages:
+        """The messages where the clock closed ``turn``, with the clock record there and the
+        thread's turn index (no messages: the turn never happened or is not retained)."""
         ...
 
 

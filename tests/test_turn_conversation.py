@@ -39,6 +39,11 @@ def notebook(turns: Sequence[str]) -> list[tuple[str, str, list[tuple[str, dict[
     return noted
 
 
+def _conversation_of(read: Any) -> TurnConversation:
+    assert read.messages is not None, read
+    return turn_conversation(read.messages, read.record)
+
+
 def said(found: TurnConversation) -> tuple[Any, Any, list[tuple[str, dict[str, Any]]]]:
     return found.user, found.reply, [(c.tool, c.args) for c in found.calls]
 
@@ -73,9 +78,9 @@ async def conversations(saver: Any, thread_id: str, total: int) -> list[Any]:
     history = CheckpointHistory(saver)
     found = []
     for turn in range(1, total + 1):
-        messages = await history.turn_messages(thread_id, turn)
-        assert messages is not None, turn
-        found.append(said(turn_conversation(*messages)))
+        read = await history.turn_messages(thread_id, turn)
+        assert read.messages is not None, turn
+        found.append(said(turn_conversation(read.messages, read.record)))
     return found
 
 
@@ -148,7 +153,7 @@ async def test_a_summary_is_never_a_turn_s_user_message() -> None:
     assert await conversations(saver, thread_id, len(turns)) == notebook(turns)
     history = CheckpointHistory(saver)
     summaries = [
-        turn_conversation(*await history.turn_messages(thread_id, turn)).summary  # type: ignore[misc]
+        _conversation_of(await history.turn_messages(thread_id, turn)).summary
         for turn in range(1, len(turns) + 1)
     ]
     assert any(s and "a summary" in s for s in summaries)  # labelled, never the user's words
@@ -162,7 +167,7 @@ async def test_a_turn_waiting_for_a_person_says_it_is_open() -> None:
     thread_id = f"open-{uuid4().hex}"
     config = {"configurable": {"thread_id": thread_id}}
     await agent.ainvoke({"messages": [HumanMessage("ask both")]}, config)
-    found = turn_conversation(*await CheckpointHistory(saver).turn_messages(thread_id, 1))  # type: ignore[misc]
+    found = _conversation_of(await CheckpointHistory(saver).turn_messages(thread_id, 1))
     assert found.open and found.user == "ask both" and found.reply is None
     assert [c.tool for c in found.calls] == ["ask", "ask"]
     assert all(c.result is None for c in found.calls)
@@ -302,7 +307,7 @@ async def test_a_resumed_turn_reads_as_it_ended_and_withheld_fields_stay_withhel
     )
     await resume_named(agent, thread_id, "a", "1")
     await resume_named(agent, thread_id, "b", "2")
-    found = turn_conversation(*await CheckpointHistory(saver).turn_messages(thread_id, 1))  # type: ignore[misc]
+    found = _conversation_of(await CheckpointHistory(saver).turn_messages(thread_id, 1))
     assert not found.open and found.reply == "done"
     assert [(c.args, c.result is not None) for c in found.calls] == [
         ({"field": "a"}, True),

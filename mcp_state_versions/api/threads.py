@@ -121,8 +121,8 @@ async def turn_conversation_of(
     thread_id: str, turn: Annotated[int, Path(ge=1)], present: Thread, history: History
 ) -> TurnConversationBody:
     found_messages = await history.turn_messages(thread_id, turn)
-    if found_messages is None:
-        index = await history.turns(thread_id)
+    if found_messages.messages is None:
+        index = found_messages.index
         if turn > index.total:
             raise ProblemError(
                 404,
@@ -132,7 +132,7 @@ async def turn_conversation_of(
         raise ProblemError(
             410, "turn_not_retained", f"turn {turn} of thread {thread_id!r} is no longer retained"
         )
-    found = turn_conversation(*found_messages)
+    found = turn_conversation(found_messages.messages, found_messages.record)
     return TurnConversationBody(
         thread_id=thread_id,
         turn=turn,
