@@ -39,7 +39,6 @@ from .history import HistoryOption
 from .publish import (
     DEFAULT_INLINE_LIMIT,
     SECRET_NAMES,
-    _require_channel,
     holds_fields,
     inlined,
     publication_of,
@@ -121,7 +120,6 @@ class Capture:
         if fields is None:
             return _restored(result)
         assert request.tool is not None
-        _require_channel(request.runtime.state)  # as publish: never a breadcrumb for nothing
         toolset = self.toolset if isinstance(self.toolset, str) else self.toolset(request.tool)
         name = _key_part(request.tool.name)
         try:

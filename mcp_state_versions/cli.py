@@ -624,7 +624,8 @@ def _conversation_text(found: dict[str, Any]) -> str:
 
 async def _diff(history: Any, present: Any, args: argparse.Namespace) -> int:
     """``diff``: the key's value at the end of ``--from`` and of ``--to``, as a unified diff
-    of their JSON (nothing printed, exit 0, when they are equal)."""
+    of their JSON (when they are equal, nothing on standard output and a word on standard
+    error; exit 0 either way)."""
     import difflib
 
     from .history import Found

@@ -268,7 +268,6 @@ def publish(
     """
     if not fields:
         raise ValueError("publish needs at least one field")
-    _require_channel(runtime.state)
     published = publication_of(toolset, tool, fields, runtime, secret_names=secret_names)
     text = inlined(published.text, published.fields, inline_limit) if inline_limit else None
     content = " ".join(part for part in (text or published.text, note) if part)
@@ -321,6 +320,7 @@ def publication_of(
     _check_part("toolset", toolset)
     _check_part("tool", tool)
     state = runtime.state
+    _require_channel(state)  # publish and capture alike: never a breadcrumb for nothing
     siblings = _siblings_note(runtime)
     present = {} if siblings else _entries(state)
     secret = _secret_names(secret_names) if secret_names else None

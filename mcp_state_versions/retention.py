@@ -139,8 +139,7 @@ class PruningInMemorySaver(InMemorySaver):
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        _refuse_secrets(self, writes)
-        writes = storable_writes(writes)
+        writes = _storable(self, writes)
         super().put_writes(config, writes, task_id, task_path)
         check_resume_sync(self, config, writes, task_id)
         note_writes(self, *_where(config), writes, task_id, task_path)  # type: ignore[arg-type]
@@ -173,11 +172,14 @@ class PruningInMemorySaver(InMemorySaver):
         self.prune(thread_ids, strategy=strategy)
 
 
-def _refuse_secrets(saver: Any, writes: Sequence[tuple[str, Any]]) -> None:
-    """Refuse, before anything is stored, writes of ``tool_state`` holding a credential."""
+def _storable(saver: Any, writes: Sequence[tuple[str, Any]]) -> Sequence[tuple[str, Any]]:
+    """``writes`` as the library's savers store them: writes of ``tool_state`` holding a
+    credential refused before anything is stored, and ``messages`` writes in a form the
+    serializer keeps (:func:`~mcp_state_versions.messages.storable_writes`)."""
     for channel, value in writes:
         if channel == TOOL_STATE:
             refuse_secret_writes(value, saver.secret_names)
+    return storable_writes(writes)
 
 
 class _NotesWhatItStores:
@@ -229,8 +231,7 @@ class _NotesWhatItStores:
     async def aput_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        _refuse_secrets(self, writes)
-        writes = storable_writes(writes)
+        writes = _storable(self, writes)
         await super().aput_writes(config, writes, task_id, task_path)  # type: ignore[misc]
         await check_resume(self, config, writes, task_id)
         # (an SQLite file from before task paths stores none, and a read sorts by "")
@@ -337,11 +338,12 @@ async def remembered_messages(
     known = caught_up(saver, thread_id, namespace, checkpoint_id, channel=MESSAGES)
     if known is not None:
         return known.copied()
-    if checkpoint_id is None:  # a head's history: nothing a later read could extend
-        return (await stock(config=config, channels=[MESSAGES]))[MESSAGES]
     history = (await stock(config=config, channels=[MESSAGES]))[MESSAGES]
-    size = sum(_message_bytes(write[2]) for write in history["writes"])
-    remember_history(saver, thread_id, namespace, checkpoint_id, history, size, channel=MESSAGES)
+    if checkpoint_id is not None:  # (callers read a named checkpoint's, never the head's)
+        size = sum(_message_bytes(write[2]) for write in history["writes"])
+        remember_history(
+            saver, thread_id, namespace, checkpoint_id, history, size, channel=MESSAGES
+        )
     return history
 
 

@@ -86,7 +86,7 @@ def close_keys(key: str, keys: Sequence[str]) -> list[str]:
         return []
     from rapidfuzz import fuzz, process  # only a key not found needs it
 
-    ending = [k for k in keys if "/" not in key and k.rsplit("/", 1)[-1] == key][:3]
+    ending = [] if "/" in key else [k for k in keys if k.rsplit("/", 1)[-1] == key][:3]
     found = process.extract(key, keys, scorer=fuzz.ratio, limit=3, score_cutoff=50)
     return (ending + [match for match, _, _ in found if match not in ending])[:3]
 

@@ -323,10 +323,12 @@ def _forget_ancestors(written: _Written, checkpoint_id: str) -> None:
         node = link[0] if link is not None else None
 
 
-def note_read(saver: Any, found: Any) -> None:
-    """A saver read checkpoint ``found`` (a ``CheckpointTuple``, or ``None``) as a run's
-    start: if it holds writes of a remembered channel this process did not note, forget the
-    thread's remembered histories.
+def note_read(
+    saver: Any, where: tuple[str, str, str], pending: Sequence[tuple[str, str, Any]]
+) -> None:
+    """A saver read checkpoint ``where`` (thread, namespace, id) as a run's start, holding the
+    writes ``pending``: if any is of a remembered channel and this process did not note it,
+    forget the thread's remembered histories.
 
     A checkpoint this process put is born tracked, but it is not the process's alone: another
     process may resume an interrupted task there (or an exit-mode run store its writes there),
@@ -334,16 +336,12 @@ def note_read(saver: Any, found: Any) -> None:
     continues such a checkpoint reads it first, which shows them; the next run start then
     reads from storage.
     """
-    if found is None or not found.pending_writes:
-        return
-    configurable = found.config.get("configurable") or {}
-    thread_id = str(configurable.get("thread_id"))
-    namespace = str(configurable.get("checkpoint_ns") or "")
-    checkpoint_id = str(configurable.get("checkpoint_id"))
+    thread_id, namespace, checkpoint_id = where
     with _KNOWN_LOCK:
         remembered = _remembered(saver)
-        if remembered is None:
+        if remembered is None or not pending:
             return
+        unnoted = False
         for channel in CHANNELS:
             written = remembered.written.get((thread_id, namespace, channel))
             known = remembered.entries.get((thread_id, namespace, channel))
@@ -352,9 +350,6 @@ def note_read(saver: Any, found: Any) -> None:
             if checkpoint_id not in written.born and checkpoint_id != known.checkpoint_id:
                 continue  # not extended through: its writes are read from storage anyway
             noted = {task for task, _ in written.writes.get(checkpoint_id, {})}
-            if any(ch == channel and task not in noted for task, ch, _ in found.pending_writes):
-                break
-        else:
-            return
-        for key in [k for k in remembered.entries if k[0] == thread_id]:
-            remembered.pop(key)
+            unnoted = unnoted or any(ch == channel and t not in noted for t, ch, _ in pending)
+    if unnoted:
+        forget_histories(saver, thread_id)

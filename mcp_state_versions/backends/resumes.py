@@ -124,8 +124,8 @@ def note_start(saver: Any, found: Any) -> None:
     where = None if found is None or _READING_BACK.get() else _where(found.config)
     if where is None:
         return
-    note_read(saver, found)  # another process's writes there: the notes no longer tell all
     pending = found.pending_writes or ()
+    note_read(saver, where, pending)  # another process's writes there: the notes no longer tell all
     tasks = frozenset(task for task, channel, _ in pending if _kept(channel))
     waiting = frozenset(task for task, channel, _ in pending if channel == INTERRUPT) - tasks
     with _LOCK:
