@@ -1,6 +1,7 @@
-"""A second OS process on the same thread, between this process's steps: its edits, its turns
-and its resumes are read by this process as by a fresh one, in every durability mode, on
-SQLite and PostgreSQL, each read checked against a notebook of what both processes did."""
+"""A second OS process on the same thread, between this process's steps: its edits and its
+turns are read by this process as by a fresh one, in every durability mode, on SQLite and
+PostgreSQL, each read checked against a notebook of what both processes did. (Its resumes of
+this process's paused calls are in ``test_resumes.py``.)"""
 
 from __future__ import annotations
 
