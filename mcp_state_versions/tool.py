@@ -201,9 +201,11 @@ def read_state_key(
             return f'{CONVERSATION_KEY} is read as of a turn: call with turn=N (or turn="A-B").'
         if key.endswith("*") and key not in tool_state:
             found = listing(tool_state, pattern, prefix=key[:-1])
-            if key == "*":
+            messages = state_field(state, "messages")
+            if key == "*" and messages is not None:  # (a state handed without its messages
+                # tells nothing of what left them)
                 record = clock_of(state_field(state, "tool_state"))
-                found += removed_turns_note(state_field(state, "messages") or [], record)
+                found += removed_turns_note(messages, record)
             return found
         if key not in tool_state:
             return unknown_key(key, list(tool_state))

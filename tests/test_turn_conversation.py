@@ -362,3 +362,19 @@ def test_the_turns_that_left_the_messages_are_told_by_the_clock_s_marks() -> Non
     assert removed_turns(trimmed, record) == range(2, 18)
     assert removed_turns([HumanMessage("summary", id="s")], record) == range(1, 21)
     assert removed_turns(everything, None) == range(1, 1)
+
+
+def test_a_state_handed_without_its_messages_adds_nothing_to_the_listing() -> None:
+    """A state without a messages field (a host reading tool_state alone) says nothing of
+    turns that left the messages: it cannot tell."""
+    from mcp_state_versions import read_state_key
+    from mcp_state_versions.clock import message_mark
+
+    tool_state = {
+        "__clock__": {"turn": 3, "open": False, "first": message_mark("h1"), "counted": []},
+        "a/b/c": {"value": 1, "tool": "b", "seq": 1, "turn": 1, "since": 1, "versions": 1,
+                  "ring": [], "digest": "d", "size": 1, "bytes": 1},
+    }  # fmt: skip
+    assert "@conversation" not in read_state_key("*", {"tool_state": tool_state})
+    summarized = read_state_key("*", {"tool_state": tool_state, "messages": []})
+    assert 'key="@conversation"' in summarized  # every turn's opening is gone
