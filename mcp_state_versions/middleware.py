@@ -24,21 +24,25 @@ middleware gives such an agent everything :func:`~mcp_state_versions.agent.build
   replaced by their values before a tool runs.
 """
 
+import sys
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, NotRequired, Required
+from types import FrameType
+from typing import Any, NotRequired, Required, get_args, get_origin, get_type_hints
 from uuid import uuid4
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
 from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
 from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import BaseTool
+from langgraph.channels.delta import DeltaChannel
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from .agent import SESSION_STATE_PROMPT
 from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, session_tool_wrappers
-from .channels import messages_channel, tool_state_channel
+from .channels import MessagesOption, messages_channel, tool_state_channel
 from .clock import open_turn, ticks_around
 from .history import AUTO, HistoryOption
 from .messages import MESSAGES
@@ -47,7 +51,12 @@ from .state import DEFAULT_BUDGET_BYTES, make_merge_tool_state
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY
 from .tool import make_inspect_state
 
-__all__ = ["DEFAULT_INLINE_LIMIT", "SessionAgentState", "SessionStateMiddleware"]
+__all__ = [
+    "DEFAULT_INLINE_LIMIT",
+    "WHOLE_MESSAGES_WARNING",
+    "SessionAgentState",
+    "SessionStateMiddleware",
+]
 
 
 class SessionAgentState(AgentState):
@@ -84,6 +93,40 @@ def _session_schema(reducer: Callable[..., Any], snapshot_frequency: int) -> typ
     return ToolStateAgentState
 
 
+def _create_agent_frame() -> FrameType | None:
+    """The frame of the ``create_agent`` call reading this middleware, if one is."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "create_agent" and frame.f_globals.get("__name__", "").startswith(
+            "langchain.agents"
+        ):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _stores_messages_whole(schema: Any) -> bool:
+    """Whether an agent built on ``schema`` (``create_agent``'s ``state_schema``; ``None``:
+    ``AgentState``) stores its whole conversation at every checkpoint."""
+    hint = get_type_hints(schema or AgentState, include_extras=True).get(MESSAGES)
+    while get_origin(hint) in (Required, NotRequired):
+        (hint,) = get_args(hint)
+    metadata = getattr(hint, "__metadata__", ())
+    return not any(isinstance(item, DeltaChannel) for item in metadata)
+
+
+WHOLE_MESSAGES_WARNING = (
+    "SessionStateMiddleware: this agent's state stores the whole conversation at every "
+    "checkpoint (AgentState's messages), so a thread's storage grows with the square of its "
+    "length. Pass state_schema=SessionAgentState to create_agent to store messages as what "
+    "each step added, or SessionStateMiddleware(messages='whole') to keep them whole and "
+    "silence this warning."
+)
+"""What :class:`SessionStateMiddleware` warns, once, when ``create_agent`` builds an agent whose
+``messages`` channel stores the whole list."""
+
+
 class SessionStateMiddleware(AgentMiddleware):
     """Versioned ``tool_state``, the turn clock, ``inspect_state`` and capture for
     ``create_agent``.
@@ -105,6 +148,22 @@ class SessionStateMiddleware(AgentMiddleware):
     never stored, nor kept in the message; the breadcrumb names them as withheld. Tool
     arguments that are ``@state:`` handles are resolved before the tool runs
     (:mod:`mcp_state_versions.handles`).
+
+    ``messages`` says how the agent stores its conversation: ``"delta"`` (the default) expects
+    ``create_agent(..., state_schema=SessionAgentState)``, and ``create_agent`` without it
+    warns once, as it builds the agent (:data:`WHOLE_MESSAGES_WARNING`); ``"whole"`` says the
+    agent keeps ``AgentState``'s channel on purpose. A middleware cannot choose the channel
+    itself: ``create_agent`` keeps the agent's ``state_schema`` over a middleware's.
+
+    Example::
+
+        agent = create_agent(
+            model,
+            tools,
+            state_schema=SessionAgentState,
+            middleware=[SessionStateMiddleware(ring_size=8)],
+            checkpointer=saver,
+        )
     """
 
     def __init__(
@@ -121,10 +180,14 @@ class SessionStateMiddleware(AgentMiddleware):
         system_prompt: str | None = SESSION_STATE_PROMPT,
         snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
         secret_names: str | None = SECRET_NAMES,
+        messages: MessagesOption = "delta",
     ) -> None:
         super().__init__()
+        if messages not in ("delta", "whole"):
+            raise ValueError(f"messages must be 'delta' or 'whole', got {messages!r}")
         reducer = make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
-        self.state_schema = _session_schema(reducer, snapshot_frequency)
+        self._state_schema = _session_schema(reducer, snapshot_frequency)
+        self._messages = messages
         self._bounds = reducer.bounds  # type: ignore[attr-defined]
         self.tools = [make_inspect_state(allowed_keys, history)]
         self.system_prompt = system_prompt
@@ -132,6 +195,21 @@ class SessionStateMiddleware(AgentMiddleware):
             capture, toolset=toolset, inline_limit=inline_limit, secret_names=secret_names
         )
         self._wrap, self._awrap = session_tool_wrappers(history, self.capture)
+
+    @property  # type: ignore[override]  # AgentMiddleware declares it as a plain attribute
+    def state_schema(self) -> type:
+        """The ``tool_state`` channel's schema. ``create_agent`` reads it as it builds the
+        agent, which is the one moment the agent's own ``state_schema`` can be seen: the
+        read warns there if that schema stores the whole conversation and ``messages`` did
+        not say so."""
+        if self._messages == "delta":
+            building = _create_agent_frame()
+            if building is not None and _stores_messages_whole(building.f_locals["state_schema"]):
+                depth, frame = 1, sys._getframe(1)
+                while frame is not building and frame.f_back is not None:
+                    depth, frame = depth + 1, frame.f_back
+                warnings.warn(WHOLE_MESSAGES_WARNING, UserWarning, stacklevel=depth + 2)
+        return self._state_schema
 
     # -- the turn clock -----------------------------------------------------------------------
 

@@ -143,7 +143,7 @@ async def test_create_agent_with_the_middleware(saver: Any, thread_id: str) -> N
     agent = create_agent(
         scripted(HANDLES),
         [get_aoi, received.tool()],
-        middleware=[SessionStateMiddleware(ring_size=1)],
+        middleware=[SessionStateMiddleware(ring_size=1, messages="whole")],
         checkpointer=saver,
     )
     reply = await three_areas_then(agent, thread_id)

@@ -4,16 +4,22 @@ middleware (summarization, human in the loop), on every backend, async and sync.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 from uuid import uuid4
 
 import pytest
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware, SummarizationMiddleware
+from langchain.agents.middleware import (
+    AgentState,
+    HumanInTheLoopMiddleware,
+    SummarizationMiddleware,
+)
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langchain_mcp_adapters.client import MultiServerMCPClient
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
@@ -21,12 +27,14 @@ from pydantic import BaseModel
 
 from mcp_state_versions import (
     SESSION_STATE_PROMPT,
+    SessionAgentState,
     SessionStateMiddleware,
     ToolStateError,
     count_turns,
     current_turn,
     publish,
 )
+from mcp_state_versions.middleware import WHOLE_MESSAGES_WARNING
 from mcp_state_versions.scripted import ScriptedChatModel, call
 
 from .conftest import BACKENDS, open_backend
@@ -95,7 +103,7 @@ def agent_on(
         ScriptedChatModel(respond=respond),
         tools,
         middleware=[
-            SessionStateMiddleware(ring_size=ring_size, toolset=toolset),
+            SessionStateMiddleware(ring_size=ring_size, toolset=toolset, messages="whole"),
             SummarizationMiddleware(
                 model=summarizer(), trigger=("messages", 8), keep=("messages", 3)
             ),
@@ -180,7 +188,7 @@ async def test_one_inspect_state_and_the_guidance_in_the_system_prompt() -> None
         ScriptedChatModel(respond=record),
         [find],
         system_prompt="You are a geographer.",
-        middleware=[SessionStateMiddleware()],
+        middleware=[SessionStateMiddleware(messages="whole")],
         checkpointer=InMemorySaver(),
     )
     agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "p"}})
@@ -251,7 +259,7 @@ async def test_a_reviewers_edit_notice_survives_capture_in_either_order(
     breadcrumb, and HumanInTheLoopMiddleware's note that a reviewer replaced the call stays
     in it whether SessionStateMiddleware is listed before it or after it."""
     hitl = HumanInTheLoopMiddleware(interrupt_on={"find": True})
-    session = SessionStateMiddleware(toolset="tools")
+    session = SessionStateMiddleware(toolset="tools", messages="whole")
     agent = create_agent(
         ScriptedChatModel(respond=respond),
         [find, info],
@@ -284,7 +292,7 @@ async def test_text_results_are_captured_and_a_tool_can_opt_out() -> None:
         agent = create_agent(
             ScriptedChatModel(respond=respond),
             [greet],
-            middleware=[SessionStateMiddleware(capture=capture)],
+            middleware=[SessionStateMiddleware(capture=capture, messages="whole")],
             checkpointer=InMemorySaver(),
         )
         config = {"configurable": {"thread_id": f"text-{captured}"}}
@@ -309,7 +317,7 @@ def test_the_turn_closes_in_the_model_s_own_step() -> None:
             replies=[AIMessage("", tool_calls=[call("greet", "g", who="Ada")]), AIMessage("Hi.")]
         ),
         [greet],
-        middleware=[SessionStateMiddleware()],
+        middleware=[SessionStateMiddleware(messages="whole")],
         checkpointer=InMemorySaver(),
     )
     assert not [node for node in agent.get_graph().nodes if "after_agent" in node]
@@ -321,3 +329,52 @@ def test_the_turn_closes_in_the_model_s_own_step() -> None:
     # the input, the start, before_agent, model, tools, model: a plain create_agent's five
     # checkpoints and the opening tick's (an after_agent node made a seventh)
     assert steps == [4, 3, 2, 1, 0, -1], steps
+
+
+class _OwnSessionState(SessionAgentState):
+    """A user's own schema extending the library's: its messages stay stored as writes."""
+
+    notes: str
+
+
+class _OwnPlainState(AgentState):
+    """A user's own schema on LangChain's AgentState: its messages are stored whole."""
+
+    notes: str
+
+
+@pytest.mark.parametrize(
+    ("schema", "messages", "warns"),
+    [
+        (None, "delta", True),
+        (_OwnPlainState, "delta", True),
+        (SessionAgentState, "delta", False),
+        (_OwnSessionState, "delta", False),
+        (None, "whole", False),
+        (_OwnPlainState, "whole", False),
+    ],
+)
+def test_an_agent_storing_its_whole_conversation_is_told_once_as_it_is_built(
+    schema: type | None, messages: str, warns: bool
+) -> None:
+    """create_agent without state_schema=SessionAgentState stores the whole message list at
+    every checkpoint; the middleware says so once, at the user's create_agent line, unless
+    the user chose messages="whole"."""
+    session = SessionStateMiddleware(messages=messages)  # type: ignore[arg-type]
+    model = ScriptedChatModel(replies=[AIMessage("ok")])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        agent = create_agent(model, [], middleware=[session], state_schema=schema)
+        line = sys._getframe().f_lineno - 1
+    told = [w for w in caught if str(w.message) == WHOLE_MESSAGES_WARNING]
+    assert len(told) == (1 if warns else 0), [str(w.message) for w in caught]
+    if warns:
+        assert (told[0].filename, told[0].lineno) == (__file__, line)
+        assert "state_schema=SessionAgentState" in str(told[0].message)
+    stores_writes = isinstance(agent.channels["messages"], DeltaChannel)
+    assert stores_writes is (schema in (SessionAgentState, _OwnSessionState))
+
+
+def test_the_middleware_refuses_an_unknown_messages_choice() -> None:
+    with pytest.raises(ValueError, match="'delta' or 'whole'"):
+        SessionStateMiddleware(messages="deltas")  # type: ignore[arg-type]

@@ -188,7 +188,7 @@ async def test_different_tools_writing_one_key_in_one_step_are_told(wiring: str)
 
         from mcp_state_versions import SessionStateMiddleware
 
-        agent = create_agent(model, [put, _refine_tool()], middleware=[SessionStateMiddleware()])
+        agent = create_agent(model, [put, _refine_tool()], middleware=[SessionStateMiddleware(messages="whole")])
     state = await agent.ainvoke({"messages": [HumanMessage("write them")]})
     assert state["tool_state"]["ts/put/k"]["value"] == "second"
     replies = {m.tool_call_id: str(m.content) for m in seen[-1] if isinstance(m, ToolMessage)}
@@ -291,7 +291,7 @@ async def test_a_secrets_bytes_appear_nowhere_in_storage(
             agent = create_agent(
                 ScriptedChatModel(replies=script),
                 [login],
-                middleware=[SessionStateMiddleware(toolset="auth")],
+                middleware=[SessionStateMiddleware(toolset="auth", messages="whole")],
                 checkpointer=saver,
             )
         state = await run_turn(agent, thread, "log in")

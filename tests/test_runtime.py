@@ -101,7 +101,7 @@ def test_create_agent_with_the_middleware_injects_it_too() -> None:
     agent = create_agent(
         ScriptedChatModel(replies=script),
         [lean],
-        middleware=[SessionStateMiddleware()],
+        middleware=[SessionStateMiddleware(messages="whole")],
         checkpointer=InMemorySaver(),
     )
     state = agent.invoke(

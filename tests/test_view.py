@@ -75,7 +75,7 @@ def _agents() -> dict[str, Any]:
         "create_agent": create_agent(
             _script(),
             [put, peek],
-            middleware=[SessionStateMiddleware()],
+            middleware=[SessionStateMiddleware(messages="whole")],
             checkpointer=InMemorySaver(),
         ),
     }
