@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -67,12 +68,14 @@ def _free_port() -> int:
 LOGS: dict[str, Path] = {}
 """Each running server's log, by its URL."""
 
+WORKDIRS: dict[str, Path] = {}
+"""Each running server's working directory (the SQLite file's, for the library's saver)."""
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+
+def _run_server(workdir: Path, config: str) -> Iterator[str]:
+    """``langgraph dev`` on the example copied into ``workdir`` with ``config``, until closed."""
     env = _server_env()
-    workdir = tmp_path_factory.mktemp("agent-server")
-    for name in ("graphs.py", "langgraph.json"):
+    for name in ("graphs.py", config):
         shutil.copy(EXAMPLE / name, workdir / name)
     port = _free_port()
     log = (workdir / "server.log").open("w")
@@ -80,6 +83,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         [
             str(env / "bin" / "langgraph"),
             "dev",
+            "--config",
+            config,
             "--host",
             "127.0.0.1",
             "--port",
@@ -98,7 +103,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
-    LOGS[url] = workdir / "server.log"
+    LOGS[url], WORKDIRS[url] = workdir / "server.log", workdir
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -125,6 +130,25 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The example on the server's own checkpointer (``langgraph.json``)."""
+    yield from _run_server(tmp_path_factory.mktemp("agent-server"), "langgraph.json")
+
+
+@pytest.fixture(scope="module")
+def library_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The example on the library's SQLite saver as the server's checkpointer
+    (``langgraph.sqlite.json``)."""
+    yield from _run_server(tmp_path_factory.mktemp("agent-server"), "langgraph.sqlite.json")
+
+
+@pytest.fixture(params=["own_server", "library_server"])
+def server(request: pytest.FixtureRequest) -> str:
+    """Each of the two servers in turn."""
+    return str(request.getfixturevalue(request.param))
 
 
 async def _conversation(url: str, graph: str) -> tuple[str, dict[str, str]]:
@@ -189,3 +213,100 @@ def test_the_mounted_app_runs_the_background_sweeper(server: str) -> None:
         assert time.monotonic() < deadline, LOGS[server].read_text()[-3000:]
         time.sleep(0.5)
     assert "sweeping every" in LOGS[server].read_text()
+
+
+PRUNE_AS_THE_SERVER_DOES = """
+import asyncio, sys
+from langgraph_api._checkpointer._adapter import CheckpointerCapabilities, _CustomCheckpointerAdapter
+from mcp_state_versions.retention import PruningSqliteSaver
+
+async def main(path, *threads):
+    async with PruningSqliteSaver.from_conn_string(path) as saver:
+        capabilities = CheckpointerCapabilities.from_type(type(saver))
+        assert capabilities.has_aprune, "the server would not call the saver's aprune"
+        adapter = _CustomCheckpointerAdapter(saver, capabilities)
+        await adapter.aprune(list(threads), strategy="keep_latest")
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+"""The call a deployment's ``POST /threads/prune`` and thread TTL make with a custom
+checkpointer: ``aprune`` through the server's own adapter (``langgraph_api``'s
+``_CustomCheckpointerAdapter``, which calls the saver's ``aprune`` where it has one)."""
+
+
+def _checkpoints(path: Path, thread_id: str) -> int:
+    with sqlite3.connect(path) as db:
+        (count,) = db.execute(
+            "SELECT count(*) FROM checkpoints WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
+    return int(count)
+
+
+async def _ask(url: str, thread_id: str, graph: str, text: str) -> str:
+    out: Any = await get_client(url=url).runs.wait(
+        thread_id, graph, input={"messages": [{"role": "user", "content": text}]}
+    )
+    return str([m for m in out["messages"] if m["type"] == "tool"][-1]["content"])
+
+
+@pytest.mark.parametrize(("graph", "ring"), [("build_agent", True), ("create_agent", False)])
+async def test_keep_latest_on_the_library_saver_leaves_the_servers_threads_whole(
+    library_server: str, graph: str, ring: bool
+) -> None:
+    """The server stores its threads in the library's SQLite file. ``langgraph dev``'s
+    in-memory runtime refuses ``keep_latest`` itself (422, before any checkpointer is asked)
+    and reports storage for its built-in checkpointer only (501); a deployment's prune and TTL
+    call the saver's ``aprune`` through the server's adapter, which this test makes as the
+    server makes it, on the live file. After it the thread keeps one checkpoint, its head,
+    its ``tool_state`` versions and its conversation; the ring still answers turn 1, the walk
+    says turn 1 is no longer retained, and the thread goes on."""
+    url = library_server
+    thread_id, _ = await _conversation(url, graph)
+    sqlite_file = WORKDIRS[url] / "threads.sqlite"
+    assert _checkpoints(sqlite_file, thread_id) > 5  # the server stores in the library's file
+    client = get_client(url=url)
+    before = (await client.threads.get_state(thread_id))["values"]
+
+    refused = httpx.post(
+        f"{url}/threads/prune", json={"thread_ids": [thread_id], "strategy": "keep_latest"}
+    )
+    assert refused.status_code == 422 and "in-memory runtime" in refused.text
+    assert httpx.get(f"{url}/threads/{thread_id}/storage").status_code == 501
+
+    subprocess.run(
+        [str(ENV / "bin" / "python"), "-c", PRUNE_AS_THE_SERVER_DOES, str(sqlite_file), thread_id],
+        check=True,
+        env={**os.environ, "REDIS_URI": "unused", "DATABASE_URI": ":memory:"},
+    )
+    assert _checkpoints(sqlite_file, thread_id) == 1
+    after = (await client.threads.get_state(thread_id))["values"]
+    assert after["tool_state"] == before["tool_state"]
+    assert after["messages"] == before["messages"]
+
+    listing = await _ask(url, thread_id, graph, "list")
+    assert f"{BBOX}: list[4] of 9.9 — rewritten, 2 versions" in listing
+    turn_1 = await _ask(url, thread_id, graph, "turn 1")
+    if ring:
+        assert turn_1.endswith("\n[12.4, 55.5, 12.7, 55.8]"), turn_1
+    else:
+        assert turn_1.startswith("Turn 1 is no longer retained"), turn_1
+    assert (await _ask(url, thread_id, graph, "find Copenhagen")).startswith(
+        f"[state updated: {BBOX}, gazet/get_aoi/name — each replaces the value it held since "
+        "turn 2]"
+    )
+    assert (await _ask(url, thread_id, graph, "turn 7")).endswith(
+        "(held turns 2–7). A later turn replaced it; the current value differs.\n"
+        "[9.9, 56.1, 10.3, 56.2]"
+    )
+
+
+async def test_the_servers_delete_prune_removes_the_thread_from_the_library_saver(
+    library_server: str,
+) -> None:
+    url = library_server
+    thread_id, _ = await _conversation(url, "build_agent")
+    pruned = httpx.post(
+        f"{url}/threads/prune", json={"thread_ids": [thread_id], "strategy": "delete"}
+    )
+    assert pruned.status_code == 200, pruned.text
+    assert _checkpoints(WORKDIRS[url] / "threads.sqlite", thread_id) == 0

@@ -13,11 +13,19 @@ matters: ``inspect_state`` reads the history of whichever saver the run uses.
   It is mounted under a prefix on purpose: a custom app at the root would shadow the server's
   own ``/threads/{id}/state``. Its lifespan runs the background sweeper the environment asks
   for (:func:`mcp_state_versions.sweep.sweeping`).
+* ``library_checkpointer``: the library's SQLite saver, for ``langgraph.sqlite.json``, which
+  names it as the server's checkpointer (``"checkpointer": {"backend": "custom", ...}``): the
+  server then stores every thread in the file ``$MCP_STATE_VERSIONS_SERVER_SQLITE`` names,
+  ``tool_state`` and ``messages`` as what each step added, and the app reads and sweeps the
+  same file.
 
 The chat model is scripted (no provider, no network); swap in any tool-calling model.
 """
 
-from collections.abc import Sequence
+import os
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -33,6 +41,7 @@ from mcp_state_versions import (
 )
 from mcp_state_versions.api import create_app
 from mcp_state_versions.demo import get_aoi
+from mcp_state_versions.retention import PruningSqliteSaver
 from mcp_state_versions.sweep import sweeping
 
 BBOX = "gazet/get_aoi/bbox"
@@ -66,17 +75,54 @@ graph_with_middleware = create_agent(
 )
 
 
-def server_checkpointer():  # type: ignore[no-untyped-def]
-    """The Agent Server's own checkpointer (the in-memory runtime's, under ``langgraph dev``)."""
+SQLITE_FILE = os.environ.get("MCP_STATE_VERSIONS_SERVER_SQLITE")
+"""The SQLite file the server stores threads in (``langgraph.sqlite.json`` sets it); unset:
+the server's own checkpointer."""
+
+
+@asynccontextmanager
+async def library_checkpointer() -> AsyncIterator[PruningSqliteSaver]:
+    """The library's SQLite saver on :data:`SQLITE_FILE`: what ``langgraph.sqlite.json`` gives
+    the server as its checkpointer. The server enters it once per event loop it runs."""
+    async with PruningSqliteSaver.from_conn_string(SQLITE_FILE or "threads.sqlite") as saver:
+        await saver.setup()
+        yield saver
+
+
+OPENED: dict[str, PruningSqliteSaver] = {}
+"""The app's own connection to :data:`SQLITE_FILE`, while its lifespan runs."""
+
+
+def server_checkpointer() -> Any:
+    """What the app reads and sweeps: the server's own checkpointer (the in-memory runtime's,
+    under ``langgraph dev``), or the library's saver on the server's SQLite file."""
+    if SQLITE_FILE:
+        return OPENED["saver"]
     from langgraph_runtime.checkpoint import Checkpointer
 
     return Checkpointer()
 
 
-# The lifespan runs a background sweeper when MCP_STATE_VERSIONS_SWEEP_EVERY is set (in the
-# environment, or under "env" in langgraph.json), with the policy the other
-# MCP_STATE_VERSIONS_SWEEP_* variables give; otherwise it does nothing.
+@asynccontextmanager
+async def lifespan(_: Starlette) -> AsyncIterator[None]:
+    """Opens the app's connection to the server's SQLite file (if it has one) and runs the
+    background sweeper the environment asks for: when MCP_STATE_VERSIONS_SWEEP_EVERY is set (in
+    the environment, or under "env" in langgraph.json), with the policy the other
+    MCP_STATE_VERSIONS_SWEEP_* variables give; otherwise no sweeper runs."""
+    if not SQLITE_FILE:
+        async with sweeping(server_checkpointer):
+            yield
+        return
+    async with library_checkpointer() as saver:
+        OPENED["saver"] = saver
+        try:
+            async with sweeping(server_checkpointer):
+                yield
+        finally:
+            del OPENED["saver"]
+
+
 app = Starlette(
     routes=[Mount("/session-state", app=create_app(server_checkpointer))],
-    lifespan=lambda _: sweeping(server_checkpointer),
+    lifespan=lifespan,
 )
