@@ -95,7 +95,7 @@ def _session_schema(reducer: Callable[..., Any], snapshot_frequency: int) -> typ
 
 def _create_agent_frame() -> FrameType | None:
     """The frame of the ``create_agent`` call reading this middleware, if one is."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if code.co_name == "create_agent" and frame.f_globals.get("__name__", "").startswith(
@@ -196,8 +196,8 @@ class SessionStateMiddleware(AgentMiddleware):
         )
         self._wrap, self._awrap = session_tool_wrappers(history, self.capture)
 
-    @property  # type: ignore[override]  # AgentMiddleware declares it as a plain attribute
-    def state_schema(self) -> type:
+    @property
+    def state_schema(self) -> type:  # type: ignore[override]  # a plain attribute upstream
         """The ``tool_state`` channel's schema. ``create_agent`` reads it as it builds the
         agent, which is the one moment the agent's own ``state_schema`` can be seen: the
         read warns there if that schema stores the whole conversation and ``messages`` did

@@ -217,7 +217,9 @@ def test_the_mounted_app_runs_the_background_sweeper(server: str) -> None:
 
 PRUNE_AS_THE_SERVER_DOES = """
 import asyncio, sys
-from langgraph_api._checkpointer._adapter import CheckpointerCapabilities, _CustomCheckpointerAdapter
+from langgraph_api._checkpointer._adapter import (
+    CheckpointerCapabilities, _CustomCheckpointerAdapter,
+)
 from mcp_state_versions.retention import PruningSqliteSaver
 
 async def main(path, *threads):

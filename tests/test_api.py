@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from langchain_core.messages import HumanMessage
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from mcp_state_versions.agent import run_turn
 from mcp_state_versions.api import create_app
@@ -315,14 +319,23 @@ async def test_the_schema_is_closed_with_a_token_unless_made_public() -> None:
     saver = PruningInMemorySaver()
     async with client(create_app(saver, token="s3cret")) as http:
         assert (await http.get("/openapi.json")).status_code == 401
-        assert (await http.get("/docs")).status_code == 404
     async with client(create_app(saver, token="s3cret"), token="s3cret") as http:
         assert (await http.get("/openapi.json")).status_code == 200
     async with client(create_app(saver, token="s3cret", public_docs=True)) as http:
         assert (await http.get("/openapi.json")).status_code == 200
-        # No /docs: Swagger UI would load from a CDN, blank offline; the page links the schema
-        assert (await http.get("/docs")).status_code == 404
-        assert 'href="openapi.json"' in (await http.get("/")).text
+
+
+async def test_the_reference_is_served_from_the_app_itself() -> None:
+    """/docs and /redoc are pages like the timeline (the schema they read asks for the
+    token, tests/test_page.py drives them); every file they load is served by the app."""
+    async with client(create_app(PruningInMemorySaver(), token="s3cret")) as http:
+        assert 'href="docs"' in (await http.get("/")).text
+        for route in ("/docs", "/redoc"):
+            page = await http.get(route)
+            assert page.status_code == 200, route
+            assert "https:" not in page.text and "//cdn" not in page.text
+            for asset in re.findall(r'(?:src|href)="(static/[^"]+)"', page.text):
+                assert (await http.get(f"/{asset}")).status_code == 200, asset
 
 
 async def test_the_page_and_the_timeline(saver: Any, thread_id: str) -> None:
@@ -484,3 +497,28 @@ async def test_any_thread_id_and_key_can_be_addressed() -> None:
         dotted = await http.get(f"/threads/~../state/{PUT}~..")
         assert dotted.status_code == 404 and dotted.json()["code"] == "unknown_key"
         assert f"{PUT}.." in dotted.json()["detail"]
+
+
+async def test_every_problem_type_is_a_page_of_the_app_saying_what_to_do() -> None:
+    """A problem's ``type`` is the URL of the app's page about its code, under wherever the app
+    is mounted, and every code the API can send has one."""
+    import mcp_state_versions.api as api_package
+    from mcp_state_versions.api.problems import PROBLEM_CODES
+    from mcp_state_versions.cli import EXIT_CODES
+    from mcp_state_versions.history import _OUTCOMES
+
+    sent = {code for code, _status in _OUTCOMES.values()} - {"found"}
+    for module in Path(api_package.__file__).parent.glob("*.py"):
+        sent |= set(re.findall(r'ProblemError\(\s*\d+,\s*"([a-z_]+)"', module.read_text()))
+        sent |= set(re.findall(r'^\s*"([a-z_]+)",$', module.read_text(), re.M)) & set(EXIT_CODES)
+    assert sent <= set(PROBLEM_CODES), sent - set(PROBLEM_CODES)
+
+    outer = Starlette(routes=[Mount("/session-state", app=create_app(PruningInMemorySaver()))])
+    async with client(outer) as http:
+        problem = (await http.get("/session-state/threads/nope/state")).json()
+        assert problem["type"] == "http://test/session-state/problems/unknown_thread"
+        about = await http.get(problem["type"])
+        assert about.status_code == 200 and "<code>unknown_thread</code>" in about.text
+        assert "GET threads" in about.text
+        missing = await http.get("/session-state/problems/no_such_code")
+        assert missing.status_code == 404 and missing.json()["code"] == "not_found"

@@ -318,3 +318,38 @@ def test_no_cell_is_selected_before_one_is_chosen(page: Any, served: str) -> Non
     assert page.locator('td[aria-selected="true"]').count() == 1
     assert cell(page, BBOX, 4).get_attribute("aria-selected") == "true"
     assert "held turns 4–4" not in page.locator("#detail").inner_text()
+
+
+def test_the_api_docs_are_served_by_the_app_and_ask_for_the_token(page: Any, served: str) -> None:
+    """The reference is Swagger UI and ReDoc from the app's own files: nothing is fetched from
+    elsewhere (a CDN would leave them blank offline; ReDoc's one link to its maker's logo is
+    refused by the page's policy), the schema behind the token is read once the token is
+    given (a wrong one is refused), and Swagger UI's "Try it out" sends it."""
+    elsewhere: list[str] = []
+    refused: list[str] = []
+    own = (served, f"blob:{served.rstrip('/')}")  # (ReDoc runs a worker from a blob of its own)
+    page.on("request", lambda r: None if r.url.startswith(own) else elsewhere.append(r.url))
+    page.on("requestfailed", lambda r: refused.append(f"{r.url} {r.failure}"))
+    page.goto(served)
+    page.get_by_role("link", name="API docs").click()
+    page.get_by_label("This server needs its API token.").fill("wrong")
+    page.get_by_role("button", name="Use token").click()
+    page.get_by_text("That token was refused.").wait_for()
+    page.get_by_label("This server needs its API token.").fill(TOKEN)
+    page.get_by_role("button", name="Use token").click()
+    operation = page.locator(".opblock-summary", has_text="/threads").first
+    operation.wait_for()
+    shot(page, "docs.png")
+    operation.click()
+    page.get_by_role("button", name="Try it out").click()
+    with page.expect_response(lambda r: "/threads?" in r.url or r.url.endswith("/threads")) as r:
+        page.get_by_role("button", name="Execute").click()
+    assert r.value.status == 200
+    assert r.value.request.headers.get("authorization") == f"Bearer {TOKEN}"
+    assert elsewhere == []
+
+    page.get_by_role("link", name="ReDoc").click()  # the token is kept in the tab
+    page.get_by_role("heading", name="Threads, newest first").wait_for()
+    shot(page, "redoc.png")
+    assert all(url in " ".join(refused) for url in elsewhere), (elsewhere, refused)
+    assert all(line.endswith(" csp") for line in refused if not line.startswith(own)), refused

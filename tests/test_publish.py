@@ -188,7 +188,8 @@ async def test_different_tools_writing_one_key_in_one_step_are_told(wiring: str)
 
         from mcp_state_versions import SessionStateMiddleware
 
-        agent = create_agent(model, [put, _refine_tool()], middleware=[SessionStateMiddleware(messages="whole")])
+        session = SessionStateMiddleware(messages="whole")
+        agent = create_agent(model, [put, _refine_tool()], middleware=[session])
     state = await agent.ainvoke({"messages": [HumanMessage("write them")]})
     assert state["tool_state"]["ts/put/k"]["value"] == "second"
     replies = {m.tool_call_id: str(m.content) for m in seen[-1] if isinstance(m, ToolMessage)}

@@ -33,7 +33,7 @@ from importlib.metadata import version
 from typing import Any
 
 try:
-    from fastapi import Depends, FastAPI
+    from fastapi import Depends, FastAPI, Request
     from fastapi.staticfiles import StaticFiles
 except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -95,7 +95,7 @@ def create_app(
         summary="Session state of LangGraph threads, as of any turn.",
         version=version("mcp-state-versions"),
         openapi_url="/openapi.json" if docs_open else None,
-        docs_url=None,  # Swagger UI loads from a CDN: blank offline; the page links the schema
+        docs_url=None,  # FastAPI's loads Swagger UI from a CDN; page.docs serves it from here
         redoc_url=None,
         lifespan=(lambda _: sweeping(checkpointer, sweep)) if sweep is not None else None,
     )
@@ -104,6 +104,7 @@ def create_app(
     app.include_router(threads.router)
     app.include_router(state.router)
     app.include_router(page.router)
+    app.mount("/static/reference", StaticFiles(directory=page.REFERENCE_ASSETS), name="reference")
     app.mount("/static", StaticFiles(directory=str(page.ASSETS)), name="static")
 
     if not docs_open:
@@ -182,6 +183,7 @@ class _Deadline:
         task.cancel()
         if not started:
             response = respond(
-                unavailable(f"the checkpoint store did not answer within {self.seconds:g} s")
+                Request(scope),
+                unavailable(f"the checkpoint store did not answer within {self.seconds:g} s"),
             )
             await response(scope, receive, send)

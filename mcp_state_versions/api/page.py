@@ -5,20 +5,34 @@ timeline and values through the API's own routes, which ask for the token. So th
 is served without one, and asks for it (kept in the browser tab's session storage) when the
 API answers 401. Its ``<base>`` is where the app is mounted (the Agent Server example mounts it
 under ``/session-state``), so every request it makes stays inside this app.
+
+``/docs`` and ``/redoc`` are the API's reference: Swagger UI and ReDoc, whose files the
+``fastapi-offline`` package ships, served by this app (a CDN would leave them blank offline
+and tell another site who reads the docs). Each is a page like the timeline: the same HTML for
+everyone, reading ``/openapi.json`` with the token the tab keeps, and asking for it where the
+schema is behind one.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads route annotations at runtime.
 import html
 from functools import cache
 from importlib.resources import files
+from pathlib import Path
 
+import fastapi_offline
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-__all__ = ["ASSETS", "router"]
+__all__ = ["ASSETS", "REFERENCE_ASSETS", "router"]
 
 ASSETS = files(__package__) / "static"
-"""The page's files: ``index.html``, ``page.js``, ``page.css`` (no build step)."""
+"""The page's files: ``index.html``, ``page.js``, ``page.css``, and the reference's
+``docs.html`` and ``docs.js`` (no build step)."""
+
+REFERENCE_ASSETS = str(Path(fastapi_offline.__file__).parent / "static")
+"""Swagger UI's and ReDoc's own files (``swagger-ui-bundle.js``, ``swagger-ui.css``,
+``redoc.standalone.js``), as the ``fastapi-offline`` package ships them: served under
+``/static/reference/``."""
 
 router = APIRouter(tags=["page"])
 
@@ -32,17 +46,38 @@ page is a tool's output, which anyone who can make a tool return text chose; sho
 ever reach the page as markup, no script of theirs runs and nothing is sent elsewhere."""
 
 
+DOCS_CONTENT_SECURITY_POLICY = CONTENT_SECURITY_POLICY.replace(
+    "style-src 'self'", "style-src 'self' 'unsafe-inline'"
+).replace("default-src 'none'", "default-src 'none'; worker-src blob:")
+"""The reference's policy: the timeline page's, with the inline styles Swagger UI and ReDoc
+set on their own elements, and the workers ReDoc starts from a blob (they draw the schema,
+never a tool's output)."""
+
+
 @cache
-def _template() -> str:
-    """``index.html``, read once: it ships in the package and does not change while it runs."""
-    return (ASSETS / "index.html").read_text(encoding="utf-8")
+def _template(name: str) -> str:
+    """A page's HTML, read once: it ships in the package and does not change while it runs."""
+    return (ASSETS / name).read_text(encoding="utf-8")
+
+
+def _served(request: Request, name: str, policy: str) -> HTMLResponse:
+    base = html.escape(request.scope.get("root_path", "").rstrip("/") + "/", quote=True)
+    return HTMLResponse(
+        _template(name).replace("{{BASE}}", base),
+        headers={"Cache-Control": "no-cache", "Content-Security-Policy": policy},
+    )
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 async def page(request: Request) -> HTMLResponse:
-    base = html.escape(request.scope.get("root_path", "").rstrip("/") + "/", quote=True)
-    text = _template().replace("{{BASE}}", base)
-    return HTMLResponse(
-        text,
-        headers={"Cache-Control": "no-cache", "Content-Security-Policy": CONTENT_SECURITY_POLICY},
-    )
+    return _served(request, "index.html", CONTENT_SECURITY_POLICY)
+
+
+@router.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+async def docs(request: Request) -> HTMLResponse:
+    return _served(request, "docs.html", DOCS_CONTENT_SECURITY_POLICY)
+
+
+@router.get("/redoc", response_class=HTMLResponse, include_in_schema=False)
+async def redoc(request: Request) -> HTMLResponse:
+    return _served(request, "redoc.html", DOCS_CONTENT_SECURITY_POLICY)

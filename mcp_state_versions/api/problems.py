@@ -2,8 +2,9 @@
 
 A client branches on ``code`` (``turn_not_retained``, ``damaged_state`` ...) and shows
 ``detail`` to a person; ``status`` repeats the HTTP status, ``title`` names the kind of
-failure, and ``type`` is a stable URI per code. The outcomes of a turn read keep the extra
-members they always carried (``total``, ``retained``, ``first_turn``).
+failure, and ``type`` is the URL of a page this app serves for the code (``problems/<code>``,
+under wherever it is mounted), which says what it means and what to do. The outcomes of a turn
+read keep the extra members they always carried (``total``, ``retained``, ``first_turn``).
 
 Two failures come from storage rather than from the request. A damaged checkpoint is 500
 ``damaged_state``, naming the thread and the turn (other turns still read). A store that does
@@ -14,20 +15,54 @@ one that answered that the server's role may not read what it needs is 503 witho
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..history import DamagedState, StoreUnavailable
 
-__all__ = ["PROBLEM_TYPE", "Problem", "ProblemError", "RetainedTurns", "install", "respond"]
+__all__ = ["PROBLEM_CODES", "Problem", "ProblemError", "RetainedTurns", "install", "respond"]
 
-PROBLEM_TYPE = "https://mcp-state-versions.dev/problems/"
-"""The prefix of every problem's ``type``: ``<prefix><code>``."""
+PROBLEM_CODES: dict[str, str] = {
+    "turn_never_happened": "The thread has not had that turn yet (``total`` says how many it "
+    "has had). Ask for a turn from 1 to ``total``.",
+    "key_not_set_yet": "The key exists now, but no tool had set it at the end of that turn "
+    "(``first_turn`` says when it was first set). Ask for a later turn.",
+    "unknown_key": "No such key in the thread's state; the detail names close matches. List "
+    "the keys with ``GET threads/{id}/state``.",
+    "unknown_thread": "No thread with that id in this store (in that namespace, or on that "
+    "branch). List the threads with ``GET threads``.",
+    "unknown_checkpoint": "No checkpoint with that id in the thread. Leave out "
+    "``checkpoint_id`` to read the newest.",
+    "turn_not_retained": "The turn happened, but retention pruned the history it would be read "
+    "from (``retained`` says which turns are kept). Ask for a retained turn.",
+    "no_turn_history": "This deployment keeps no history to read an earlier turn from: only "
+    "the current value can be read.",
+    "value_evicted": "The value was too large to keep among the key's earlier versions, so that "
+    "turn's value cannot be read; the current value can.",
+    "repeated_turn": "``turn`` was sent more than once. Send it once: ``?turn=N``.",
+    "invalid_request": "A parameter is missing or malformed; the detail names it.",
+    "unauthorized": "This server needs its API token: send ``Authorization: Bearer <token>``.",
+    "forbidden": "The server's authorize hook refused this caller for this thread.",
+    "authorize_failed": "The server's authorize hook failed, so nothing was read; the "
+    "server's log has the details.",
+    "damaged_state": "The stored state is damaged where the read needed it (the detail names "
+    "the thread and the turn); other turns still read. Restore the store from a backup, or "
+    "prune the damaged part.",
+    "store_unavailable": "The store did not answer in time (try again after ``Retry-After``), "
+    "or refused the server's role what it needs (grant it; waiting will not help).",
+    "not_found": "No such route. The API's reference is at ``docs``.",
+    "method_not_allowed": "The route exists but not for this method; every route is ``GET``.",
+    "http_error": "The request failed at the HTTP level; the detail says how.",
+    "internal_error": "The server failed to answer; its log has the details.",
+}
+"""Every problem ``code`` the API sends, with what it means and what to do: the page at each
+problem's ``type``."""
 
 MEDIA_TYPE = "application/problem+json"
 
@@ -88,9 +123,15 @@ class ProblemError(Exception):
         self.members = {name: value for name, value in members.items() if value is not None}
 
 
-def respond(error: ProblemError) -> JSONResponse:
+def problem_type(request: Request, code: str) -> str:
+    """The URL of the page about ``code``, under wherever the app is mounted."""
+    mounted = request.scope.get("root_path", "").rstrip("/")  # (base_url drops a Mount's)
+    return str(request.url.replace(path=f"{mounted}/problems/{code}", query="", fragment=""))
+
+
+def respond(request: Request, error: ProblemError) -> JSONResponse:
     body = Problem(
-        type=PROBLEM_TYPE + error.code,
+        type=problem_type(request, error.code),
         title=_TITLES.get(error.status, "Error"),
         status=error.status,
         detail=error.detail,
@@ -142,49 +183,63 @@ def install(app: FastAPI) -> None:
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    async def problem(_: Request, error: Exception) -> JSONResponse:
+    async def problem(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, ProblemError)
-        return respond(error)
+        return respond(request, error)
 
-    async def damaged(_: Request, error: Exception) -> JSONResponse:
+    async def damaged(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, DamagedState)
         return respond(
+            request,
             ProblemError(
                 500, "damaged_state", str(error), thread_id=error.thread_id, turn=error.turn
-            )
+            ),
         )
 
-    async def store(_: Request, error: Exception) -> JSONResponse:
+    async def store(request: Request, error: Exception) -> JSONResponse:
         refused = isinstance(error, StoreUnavailable) and error.refused
-        return respond(unavailable(str(error), retry=not refused))
+        return respond(request, unavailable(str(error), retry=not refused))
 
-    async def invalid(_: Request, error: Exception) -> JSONResponse:
+    async def invalid(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, RequestValidationError)
         first = error.errors()[0] if error.errors() else {}
         where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
         message = f"{where}: {first.get('msg', 'invalid')}" if where else "invalid request"
-        return respond(ProblemError(422, "invalid_request", message))
+        return respond(request, ProblemError(422, "invalid_request", message))
 
-    async def http(_: Request, error: Exception) -> JSONResponse:
+    async def http(request: Request, error: Exception) -> JSONResponse:
         assert isinstance(error, StarletteHTTPException)
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
         return respond(
+            request,
             ProblemError(
                 error.status_code,
                 code,
                 str(error.detail),
                 headers=None if error.headers is None else dict(error.headers),
-            )
+            ),
         )
 
-    async def unexpected(_: Request, error: Exception) -> JSONResponse:
+    async def unexpected(request: Request, error: Exception) -> JSONResponse:
         # (Starlette logs it and re-raises it for the server, after this answer is sent)
         return respond(
+            request,
             ProblemError(
                 500,
                 "internal_error",
                 f"the server failed to answer ({type(error).__name__}); its log has the details",
-            )
+            ),
+        )
+
+    @app.get("/problems/{code}", response_class=HTMLResponse, include_in_schema=False)
+    async def about(code: str) -> HTMLResponse:
+        if code not in PROBLEM_CODES:
+            raise ProblemError(404, "not_found", f"no problem code {code!r}")
+        text = html.escape(PROBLEM_CODES[code]).replace("``", "")
+        return HTMLResponse(
+            f'<!doctype html><html lang="en"><meta charset="utf-8"><title>{code} · '
+            f"mcp-state-versions</title><h1><code>{code}</code></h1><p>{text}</p></html>",
+            headers={"Content-Security-Policy": "default-src 'none'"},
         )
 
     app.add_exception_handler(Exception, unexpected)
