@@ -41,6 +41,9 @@ SUMMARIZED = "summarized-areas"
 """A thread pruned to its last turn whose key has held one value since turn 1: the pruned turns
 are still known, from the key's own entry."""
 
+LATE = "keys-set-later"
+"""A thread whose keys were first set in turn 2: turn 1 draws them as not set yet."""
+
 ODD_IDS = ("..", "user/42")
 """Thread ids a URL path resolves or splits unless written with care."""
 
@@ -60,6 +63,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             for text in SCRIPT:
                 await run_turn(agent, THREAD, text)
             await run_turn(agent, "another-thread", "find Oslo")
+            for text in ("chat", "find Oslo"):
+                await run_turn(agent, LATE, text)
             for odd in ODD_IDS:
                 await run_turn(agent, odd, "find Oslo")
             await prune_thread(saver, THREAD, keep_turns=5)
@@ -197,8 +202,15 @@ def test_the_grid_is_used_from_the_keyboard(page: Any, served: str) -> None:
     page.keyboard.press("Home")  # the first turn shown: a pruned one, answered as pruned
     page.keyboard.press("Enter")
     detail.get_by_role("heading", name=f"{BBOX} at the end of turn 1").wait_for()
-    detail.get_by_role("alert").wait_for()
-    assert "turn 1 is no longer retained" in detail.get_by_role("alert").inner_text()
+    # An answer about the turn, told as a note as the tool tells the model: not a failure.
+    answer = detail.locator(".answer")
+    answer.wait_for()
+    assert "turn 1 is no longer retained" in answer.inner_text()
+    assert detail.get_by_role("alert").count() == 0
+    page.get_by_role("columnheader", name="turn 1").hover()
+    panel = page.get_by_role("complementary", name="The turn")
+    panel.locator(".answer").wait_for()
+    assert "no longer retained" in panel.inner_text() and panel.get_by_role("alert").count() == 0
 
 
 def test_the_thread_list_reads_well(page: Any, served: str) -> None:
@@ -353,3 +365,39 @@ def test_the_api_docs_are_served_by_the_app_and_ask_for_the_token(page: Any, ser
     shot(page, "redoc.png")
     assert all(url in " ".join(refused) for url in elsewhere), (elsewhere, refused)
     assert all(line.endswith(" csp") for line in refused if not line.startswith(own)), refused
+
+
+def test_the_grid_reads_at_a_glance_and_every_colour_is_in_the_legend(
+    page: Any, served: str
+) -> None:
+    """Cells and turn labels are big enough to point at and read in a 1,400 px window, and
+    the legend names every colour a cell can have, "not set yet" (white) included."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    signed_in(page, served).goto(f"{served}#/thread/{LATE}")
+    page.get_by_role("grid", name="Keys by turn").wait_for()
+    assert cell(page, BBOX, 1).get_attribute("class") == "unset"
+    legend = page.locator(".legend").inner_text().split("\n")
+    drawn = {
+        cls
+        for cls in page.eval_on_selector_all(
+            "table.grid td", "cells => cells.map(c => c.className)"
+        )
+    }
+    words = {"written", "rewritten", "held", "pruned-known", "pruned", "unset", "evicted"}
+    assert drawn <= words, drawn
+    assert [line.strip() for line in legend if line.strip()] == [
+        "written",
+        "rewritten",
+        "held",
+        "pruned, value still known",
+        "pruned",
+        "not set yet",
+        "evicted",
+    ]
+    box = page.locator("table.grid td").first.bounding_box()
+    assert box["width"] >= 22 and box["height"] >= 22, box
+    size = page.eval_on_selector(
+        "table.grid thead th[data-turn]", "h => getComputedStyle(h).fontSize"
+    )
+    assert float(size.removesuffix("px")) >= 11, size
+    shot(page, "page-legend.png")

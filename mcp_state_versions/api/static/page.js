@@ -69,7 +69,13 @@ function bytes(count) {
   return `${count} bytes`;
 }
 
+// Answers the API sends as 404/410 that say what a turn held (pruned, not set yet ...): told as
+// a note, as the tool tells the model; anything else is a failure, told as an alert.
+const ANSWERS = new Set(["turn_not_retained", "no_turn_history", "value_evicted", "key_not_set_yet",
+  "turn_never_happened"]);
+
 function problem(body) {
+  if (ANSWERS.has(body.code)) return el("p", { class: "note answer" }, body.detail);
   return el("p", { class: "problem", role: "alert" }, body.detail || body.title || "The request failed.");
 }
 
@@ -170,6 +176,7 @@ class Timeline {
       el("span", { class: "held" }, "held"),
       el("span", { class: "pruned-known" }, "pruned, value still known"),
       el("span", { class: "pruned" }, "pruned"),
+      el("span", { class: "unset" }, "not set yet"),
       el("span", { class: "evicted" }, "evicted"));
     if (!this.keys.length) {
       return show(heading, bar, el("p", {}, "No key has been published in the retained turns."));
