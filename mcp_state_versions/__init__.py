@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .agent import SESSION_STATE_PROMPT, build_agent, run_turn, turn_config, with_session_state
     from .backends.resumes import ConcurrentResume
-    from .channels import ToolStateChannel, tool_state_channel
+    from .channels import SessionState, ToolStateChannel, make_session_state, tool_state_channel
     from .checkpoint_walk import CheckpointHistory, history_for_run
     from .checkpointers import open_checkpointer
     from .clock import (
@@ -60,11 +60,10 @@ if TYPE_CHECKING:
     from .scripted import ScriptedChatModel, call
     from .state import (
         PriorVersion,
-        SessionState,
         StateEntry,
         ToolStateError,
+        ToolStateReducer,
         make_merge_tool_state,
-        make_session_state,
         merge_tool_state,
     )
     from .sweep import SweepPolicy, SweepReport, SweepSchedule, reclaim, sweep, sweeping
@@ -92,7 +91,7 @@ _WHERE = {
     "SESSION_STATE_PROMPT": "agent",
     "ScriptedChatModel": "scripted",
     "SessionAgentState": "middleware",
-    "SessionState": "state",
+    "SessionState": "channels",
     "SessionStateMiddleware": "middleware",
     "StateEntry": "state",
     "StoreUnavailable": "history",
@@ -104,6 +103,7 @@ _WHERE = {
     "ThreadSummary": "threads",
     "ToolStateChannel": "channels",
     "ToolStateError": "state",
+    "ToolStateReducer": "state",
     "TurnAnswer": "history",
     "TurnIndex": "history",
     "TurnMessages": "history",
@@ -121,7 +121,7 @@ _WHERE = {
     "list_threads": "threads",
     "make_inspect_state": "tool",
     "make_merge_tool_state": "state",
-    "make_session_state": "state",
+    "make_session_state": "channels",
     "merge_tool_state": "state",
     "open_checkpointer": "checkpointers",
     "open_turn": "clock",
@@ -214,6 +214,7 @@ __all__ = [
     "ThreadSummary",
     "ToolStateChannel",
     "ToolStateError",
+    "ToolStateReducer",
     "TurnAnswer",
     "TurnIndex",
     "TurnMessages",

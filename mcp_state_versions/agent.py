@@ -37,6 +37,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from .backends import NeedsAsync, backend_for, stamp_turn
 from .backends.stamps import NEXT_TURN, continues_stamped, stamps_at_put
 from .capture import DEFAULT_INLINE_LIMIT, Capture, CaptureOption, session_tool_wrappers
+from .channels import make_session_state
 from .clock import current_turn, ticks_around
 from .history import AUTO, HistoryOption
 from .messages import MessagesOption
@@ -44,8 +45,8 @@ from .publish import SECRET_NAMES, noted_messages
 from .state import (
     DEFAULT_BUDGET_BYTES,
     TURN_METADATA_KEY,
+    ToolStateReducer,
     make_merge_tool_state,
-    make_session_state,
 )
 from .storage import DEFAULT_SNAPSHOT_FREQUENCY
 from .tool import make_inspect_state
@@ -144,7 +145,7 @@ def build_agent(
     bound = model.bind_tools(all_tools)
     prefix = [SystemMessage(system_prompt)] if system_prompt else []
 
-    bounds = getattr(reducer, "bounds", None)
+    bounds = reducer.bounds if isinstance(reducer, ToolStateReducer) else None
 
     def replied(state: dict[str, Any], reply: Any, config: RunnableConfig) -> dict[str, Any]:
         # The turn clock runs in this node (clock.ticks_around), not in nodes of its own.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy as _copy
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import ormsgpack
 from langchain_core.messages import AnyMessage
@@ -30,6 +30,7 @@ from .messages import (
     merge_messages,
     replay_messages,
 )
+from .state import StateEntry, merge_tool_state, overwritten
 from .storage import (
     _ENTRY_BYTES,
     BULK_WRITES,
@@ -42,7 +43,14 @@ from .storage import (
     overwrite_of,
 )
 
-__all__ = ["MessagesChannel", "ToolStateChannel", "messages_channel", "tool_state_channel"]
+__all__ = [
+    "MessagesChannel",
+    "SessionState",
+    "ToolStateChannel",
+    "make_session_state",
+    "messages_channel",
+    "tool_state_channel",
+]
 
 
 def _totals(value: Any) -> tuple[int, int] | None:
@@ -226,8 +234,6 @@ class ToolStateChannel(DeltaChannel):  # type: ignore[type-arg]
         replacing = [found[1] for found in map(overwrite_of, values) if found[0]]
         if len(replacing) != 1:
             return super().update(values)  # none, or several: LangGraph refuses those
-        from .state import overwritten
-
         before = self.typ() if self.value is MISSING else self.value
         self.value = overwritten(before, replacing[0], self.reducer)
         return True
@@ -384,3 +390,32 @@ def messages_channel(messages: MessagesOption = "delta") -> Any:
         list[AnyMessage],
         MessagesChannel(merge_messages, list, snapshot_frequency=DEFAULT_MESSAGES_SNAPSHOT_CAP),
     ]
+
+
+def make_session_state(
+    reducer: Callable[..., dict[str, StateEntry]] = merge_tool_state,
+    *,
+    snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
+    messages: MessagesOption = "delta",
+) -> type:
+    """Build the graph state schema (``messages`` + ``tool_state``) around a reducer.
+
+    ``tool_state`` is stored as writes with a snapshot every ``snapshot_frequency`` updates
+    (:mod:`mcp_state_versions.storage`), so what a turn stores grows with what it changed.
+    ``messages`` is stored the same way by default (:mod:`mcp_state_versions.messages`);
+    ``messages="whole"`` keeps LangGraph's ``add_messages`` channel, which stores the whole
+    list at every checkpoint. :data:`SessionState` is this with the defaults; build your own
+    for other ring bounds.
+    """
+    return TypedDict(  # type: ignore[operator]
+        "SessionState",
+        {
+            "messages": messages_channel(messages),
+            "tool_state": tool_state_channel(reducer, snapshot_frequency),
+        },
+    )
+
+
+SessionState = make_session_state()
+"""The graph state schema with the default reducer and both channels stored as writes: pass it
+to ``StateGraph`` (see :func:`make_session_state`)."""

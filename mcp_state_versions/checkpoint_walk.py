@@ -82,6 +82,9 @@ from .clock import (
 )
 from .history import (
     DamagedState,
+    HasEndedToolState,
+    HasTurnStates,
+    HasVersionEnd,
     HistoryError,
     StoreUnavailable,
     ThreadPresent,
@@ -385,7 +388,7 @@ class _Chain:
         return TurnIndex(total=total, retained=range(first, total + 1))
 
 
-class CheckpointHistory:
+class CheckpointHistory(HasEndedToolState, HasVersionEnd, HasTurnStates):
     """:class:`~mcp_state_versions.history.ThreadHistory` over a LangGraph checkpointer.
 
     Works with any ``BaseCheckpointSaver``; reads the lineage and single channels directly from

@@ -15,7 +15,7 @@ In none of them does the current value stand in for an old one.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
@@ -26,6 +26,9 @@ __all__ = [
     "ConversationHistory",
     "DamagedState",
     "Found",
+    "HasEndedToolState",
+    "HasTurnStates",
+    "HasVersionEnd",
     "HistoryError",
     "HistoryOption",
     "KeyNotSetYet",
@@ -172,6 +175,47 @@ class ThreadHistory(Protocol):
 
     async def tool_state_at(self, thread_id: str, turn: int) -> TurnSnapshot:
         """``tool_state`` as ``turn`` ended (``None`` inside when not retained or never had)."""
+        ...
+
+
+# The shortcuts a ThreadHistory may offer. Each is a read the resolver can do with the two
+# methods above, for less: the resolver takes it where ``isinstance`` finds it. CheckpointHistory
+# subclasses all three, so renaming or changing one of its methods fails mypy and the test that
+# checks it (tests/test_checkpoint_walk.py) instead of quietly turning the shortcut off.
+
+
+@runtime_checkable
+class HasEndedToolState(Protocol):
+    """A history that can tell ``tool_state`` as a turn ended without counting the turns."""
+
+    async def ended_tool_state(self, thread_id: str, turn: int) -> Mapping[str, StateEntry] | None:
+        """``tool_state`` as ``turn`` ended, when a newer checkpoint on the branch shows that
+        it did; ``None`` otherwise (``tool_state_at`` then tells which answer it is)."""
+        ...
+
+
+@runtime_checkable
+class HasVersionEnd(Protocol):
+    """A history that can find where a key's version ended in one read of the lineage."""
+
+    async def version_end(
+        self, thread_id: str, key: str, since: int, turn: int, last_possible: int
+    ) -> int | None:
+        """The last turn whose end still held ``key``'s version begun in ``since``, known to
+        hold at ``turn`` and to have ended by ``last_possible``; ``None`` when history no
+        longer tells."""
+        ...
+
+
+@runtime_checkable
+class HasTurnStates(Protocol):
+    """A history that can stream ``tool_state`` at every retained turn's end in one pass."""
+
+    async def turn_states(
+        self, thread_id: str
+    ) -> tuple[TurnIndex, AsyncIterator[tuple[int, Mapping[str, StateEntry] | None]]]:
+        """The thread's turn index, and ``tool_state`` as each retained turn ended, oldest
+        first."""
         ...
 
 

@@ -390,14 +390,3 @@ def _merged(state: Sequence[Any] | None, writes: Sequence[Any], *, strict: bool)
 
 
 merge_messages.replayed = replay_messages  # type: ignore[attr-defined]
-
-
-def __getattr__(name: str) -> Any:
-    """The channel's declaration lives in :mod:`mcp_state_versions.channels`, which imports
-    LangGraph's channels (most of a process's start-up), so a reader of stored state never
-    pays for it; it is still found here, where it was first published."""
-    if name in {"MessagesChannel", "messages_channel"}:
-        from . import channels
-
-        return getattr(channels, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -188,7 +188,7 @@ class SessionStateMiddleware(AgentMiddleware):
         reducer = make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
         self._state_schema = _session_schema(reducer, snapshot_frequency)
         self._messages = messages
-        self._bounds = reducer.bounds  # type: ignore[attr-defined]
+        self._bounds = reducer.bounds
         self.tools = [make_inspect_state(allowed_keys, history)]
         self.system_prompt = system_prompt
         self.capture = Capture(

@@ -23,6 +23,9 @@ from .clock import entries_of
 from .history import (
     AUTO,
     Found,
+    HasEndedToolState,
+    HasTurnStates,
+    HasVersionEnd,
     HistoryOption,
     KeyNotSetYet,
     NeverHappened,
@@ -164,8 +167,9 @@ async def _ended_state(
     """``tool_state`` as ``turn`` ended where the history can tell without counting the
     thread's turns (:meth:`~mcp_state_versions.checkpoint_walk.CheckpointHistory.
     ended_tool_state`, which a history may offer); ``None``: ask ``tool_state_at``."""
-    ended = getattr(history, "ended_tool_state", None)
-    return None if ended is None else await ended(thread_id, turn)  # type: ignore[no-any-return]
+    if not isinstance(history, HasEndedToolState):
+        return None
+    return await history.ended_tool_state(thread_id, turn)
 
 
 def _past_entry(snapshot: TurnSnapshot, key: str, turn: int, current_turn: int) -> Any:
@@ -238,9 +242,8 @@ async def _version_end(
         if span.since == since:
             return span.until
     last_possible = spans[0].since - 1
-    finder = getattr(history, "version_end", None)
-    if finder is not None:
-        return await finder(thread_id, key, since, turn, last_possible)
+    if isinstance(history, HasVersionEnd):
+        return await history.version_end(thread_id, key, since, turn, last_possible)
 
     async def holds(probe: int) -> bool | None:
         snapshot = await history.tool_state_at(thread_id, probe)
@@ -477,9 +480,8 @@ async def resolve_timeline(
     :meth:`ThreadHistory.tool_state_at` a turn.
     """
     rows: dict[str, KeyTimeline] = {}
-    stream = getattr(history, "turn_states", None)
-    if stream is not None:
-        index, states = await stream(thread_id)
+    if isinstance(history, HasTurnStates):
+        index, states = await history.turn_states(thread_id)
     else:
         index = await history.turns(thread_id)
         states = _one_by_one(history, thread_id, index.retained)

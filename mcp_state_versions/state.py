@@ -24,29 +24,27 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache, lru_cache
-from typing import Any, NotRequired, TypedDict, TypeGuard
+from functools import lru_cache
+from typing import Any, NotRequired, Protocol, TypedDict, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from .clock import CLOCK_KEY, count_turns, state_field
 from .credentials import SECRET_NAMES, secret_paths
-from .messages import MessagesOption
-from .storage import DEFAULT_SNAPSHOT_FREQUENCY, REDUCERS
 from .versions import RingPolicy, advance, canonical, strip_ring_values
 
 __all__ = [
     "CLOCK_KEY",
     "DEFAULT_BUDGET_BYTES",
+    "REDUCERS",
     "TURN_METADATA_KEY",
     "PriorVersion",
-    "SessionState",  # noqa: F822 (built when first asked for: see __getattr__)
     "StateEntry",
     "ToolStateError",
+    "ToolStateReducer",
     "count_turns",
     "is_entry",
     "make_merge_tool_state",
-    "make_session_state",
     "merge_tool_state",
     "reducer_for",
     "state_field",
@@ -59,6 +57,12 @@ The clock in each checkpoint's ``tool_state`` is what the hint is checked agains
 
 DEFAULT_BUDGET_BYTES = 8 * 1024 * 1024
 """Total JSON bytes ``tool_state`` may hold (current values plus ring values)."""
+
+REDUCERS = 64
+"""Reducers a process keeps for the ring bounds stored threads record (:func:`reducer_for`),
+the least recently asked giving way, and four times as many of their batched and replayed
+forms (:func:`~mcp_state_versions.storage.batched`): caches of pure functions, bounded
+because the bounds are read from storage, which any writer may have filled."""
 
 
 class PriorVersion(TypedDict):
@@ -167,11 +171,60 @@ def is_entry(value: Any) -> TypeGuard[StateEntry]:
     )
 
 
+class ToolStateReducer:
+    """A ``tool_state`` reducer (:func:`make_merge_tool_state` builds one): called as LangGraph
+    calls a reducer, ``reducer(current, update) -> merged``.
+
+    It is an object rather than a bare function because readers and the channel need more of it
+    than the call: :attr:`bounds`, which a reader rebuilding stored state merges with
+    (:func:`reducer_for`) and the turn clock records, and :meth:`merge_all`, which merges a batch
+    of updates into a state the caller owns in one pass (:func:`~mcp_state_versions.storage.
+    batched`), with the result merging them one by one gives.
+    """
+
+    def __init__(self, merge_all: MergeAll, bounds: Mapping[str, int], doc: str) -> None:
+        self._merge_all = merge_all
+        self.bounds: dict[str, int] = dict(bounds)
+        """``{"ring_size", "ring_bytes", "budget"}``: what the reducer keeps."""
+        self.__name__ = self.__qualname__ = "merge_tool_state"
+        self.__doc__ = doc
+
+    def __call__(
+        self, current: Mapping[str, Any] | None, update: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        return self._merge_all(dict(_as_state(current, "current tool_state")), (update,))
+
+    def merge_all(
+        self,
+        merged: dict[str, Any],
+        updates: Iterable[Mapping[str, Any] | None],
+        *,
+        replayed: bool = False,
+    ) -> dict[str, Any]:
+        """``merged`` (a dict the caller owns, changed in place) after ``updates``, one after
+        another. ``replayed``: the updates are stored writes being replayed, which a live merge
+        checked when each was first made, so their shape and identity are taken as they are."""
+        return self._merge_all(merged, updates, replayed=replayed)
+
+    def __repr__(self) -> str:
+        return f"<ToolStateReducer {self.bounds}>"
+
+
+class MergeAll(Protocol):
+    def __call__(
+        self,
+        merged: dict[str, Any],
+        updates: Iterable[Mapping[str, Any] | None],
+        *,
+        replayed: bool = False,
+    ) -> dict[str, Any]: ...
+
+
 def make_merge_tool_state(
     ring_size: int = 8,
     ring_bytes: int = 256 * 1024,
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
-) -> Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], dict[str, Any]]:
+) -> ToolStateReducer:
     """Build a ``tool_state`` reducer with its own ring bounds and total budget.
 
     ``ring_size`` prior values are kept per key while they fit in ``ring_bytes``;
@@ -214,11 +267,6 @@ def make_merge_tool_state(
     # Recorded in the clock record at every merge, so that a reader rebuilding a stored state
     # from its writes (mcp_state_versions.storage.replay) merges them with the same bounds.
     bounds = {"budget": budget_bytes, "ring_size": ring_size, "ring_bytes": ring_bytes}
-
-    def merge_tool_state(
-        current: Mapping[str, Any] | None, update: Mapping[str, Any] | None
-    ) -> dict[str, Any]:
-        return merge_all(dict(_as_state(current, "current tool_state")), (update,))
 
     def merge_all(
         merged: dict[str, Any],
@@ -317,13 +365,12 @@ def make_merge_tool_state(
                     merged, books["bytes"], budget_bytes, key, written, turn=entry["turn"]
                 )
 
-    merge_tool_state.bounds = dict(bounds)  # type: ignore[attr-defined]
-    merge_tool_state.merge_all = merge_all  # type: ignore[attr-defined]
-    merge_tool_state.__doc__ = (
+    return ToolStateReducer(
+        merge_all,
+        bounds,
         f"Merge a tool_state update (ring_size={ring_size}, ring_bytes={ring_bytes}, "
-        f"budget_bytes={budget_bytes}); see make_merge_tool_state."
+        f"budget_bytes={budget_bytes}); see make_merge_tool_state.",
     )
-    return merge_tool_state
 
 
 def _as_state(value: Any, what: str) -> Mapping[str, Any]:
@@ -898,7 +945,7 @@ merge_tool_state = make_merge_tool_state()
 @lru_cache(maxsize=REDUCERS)
 def _reducer_with(ring_size: int, ring_bytes: int, budget_bytes: int) -> Callable[..., Any]:
     bounds = {"budget": budget_bytes, "ring_size": ring_size, "ring_bytes": ring_bytes}
-    if bounds == merge_tool_state.bounds:  # type: ignore[attr-defined]
+    if bounds == merge_tool_state.bounds:
         return merge_tool_state
     return make_merge_tool_state(ring_size, ring_bytes, budget_bytes)
 
@@ -927,43 +974,3 @@ def reducer_for(*sources: Any) -> Callable[..., dict[str, Any]]:
         if bounds is not None:
             return _reducer_with(*bounds)
     return merge_tool_state
-
-
-def make_session_state(
-    reducer: Callable[..., dict[str, StateEntry]] = merge_tool_state,
-    *,
-    snapshot_frequency: int = DEFAULT_SNAPSHOT_FREQUENCY,
-    messages: MessagesOption = "delta",
-) -> type:
-    """Build the graph state schema (``messages`` + ``tool_state``) around a reducer.
-
-    ``tool_state`` is stored as writes with a snapshot every ``snapshot_frequency`` updates
-    (:mod:`mcp_state_versions.storage`), so what a turn stores grows with what it changed.
-    ``messages`` is stored the same way by default (:mod:`mcp_state_versions.messages`);
-    ``messages="whole"`` keeps LangGraph's ``add_messages`` channel, which stores the whole
-    list at every checkpoint. :data:`SessionState` is this with the defaults; build your own
-    for other ring bounds.
-    """
-    from .channels import messages_channel, tool_state_channel
-
-    return TypedDict(  # type: ignore[operator]
-        "SessionState",
-        {
-            "messages": messages_channel(messages),
-            "tool_state": tool_state_channel(reducer, snapshot_frequency),
-        },
-    )
-
-
-@cache
-def _session_state() -> type:
-    return make_session_state()
-
-
-def __getattr__(name: str) -> Any:
-    """:data:`SessionState`, built when first asked for: building a schema declares its
-    channels, which imports LangGraph's runtime (:mod:`mcp_state_versions.channels`), and a
-    reader of stored state needs none of it."""
-    if name == "SessionState":
-        return _session_state()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -42,12 +42,12 @@ from langgraph._internal._constants import OVERWRITE
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from .clock import CLOCK_KEY
+from .state import REDUCERS, ToolStateReducer, overwritten, reducer_for
 
 __all__ = [
     "BULK_WRITES",
     "DEFAULT_SNAPSHOT_FREQUENCY",
     "NOTHING_STORED",
-    "REDUCERS",
     "REPLAYS",
     "REPLAY_MEMORY",
     "REPLAY_MEMORY_BYTES",
@@ -63,12 +63,6 @@ __all__ = [
 ]
 
 Reducer = Callable[[Mapping[str, Any] | None, Mapping[str, Any] | None], dict[str, Any]]
-
-REDUCERS = 64
-"""Reducers a process keeps for the ring bounds stored threads record
-(:func:`mcp_state_versions.state.reducer_for`), the least recently asked giving way, and four
-times as many :func:`batched` and :func:`replayed` forms: caches of pure functions, bounded
-because the bounds are read from storage, which any writer may have filled."""
 
 DEFAULT_SNAPSHOT_FREQUENCY = 3000
 """The most updates of ``tool_state`` (about three a turn), and the most key writes, between whole
@@ -120,10 +114,10 @@ rebuilt from the writes of its ancestors (see :func:`replay`)."""
 def batched(reducer: Reducer) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
     """The reducer in ``DeltaChannel``'s form, ``(state, [update, ...]) -> state``.
 
-    One function object per reducer (cached; :data:`REDUCERS` times four, as many as a
-    process declares and reads with), so two schemas declaring the same reducer declare
-    equal channels, which LangGraph requires when it merges state schemas (``create_agent``
-    merges every middleware's).
+    One function object per reducer (cached; :data:`~mcp_state_versions.state.REDUCERS`
+    times four, as many as a process declares and reads with), so two schemas declaring the
+    same reducer declare equal channels, which LangGraph requires when it merges state schemas
+    (``create_agent`` merges every middleware's).
     """
     return _folding(reducer, replaying=False)
 
@@ -146,7 +140,7 @@ def _folding(
 ) -> Callable[[Any, Sequence[Any]], dict[str, Any]]:
     # A reducer built by make_merge_tool_state can merge a batch into a dict it is handed: the
     # batch is then one copy of the state and O(1) work per write, as if merged one by one.
-    into = getattr(reducer, "merge_all", None)
+    into = reducer.merge_all if isinstance(reducer, ToolStateReducer) else None
 
     def fold(state: Any, updates: Sequence[Any]) -> dict[str, Any]:
         if into is not None:
@@ -293,8 +287,6 @@ def folded(fold: Callable[[Any, Sequence[Any]], Any], seed: Any, updates: Sequen
     """``seed`` after stored ``updates`` (oldest first), each ``Overwrite`` among them applied
     as the live channel applied it (:meth:`ToolStateChannel.update`), the updates between them
     merged by ``fold``."""
-    from .state import overwritten
-
     state, pending = seed, []
     for value in updates:
         replacing, replacement = overwrite_of(value)
@@ -336,8 +328,6 @@ def replay(seed: Any, updates: Iterable[Any], reducer: Reducer | None = None) ->
     reader that does not know the graph (the HTTP API, the command line) rebuilds what the
     graph held.
     """
-    from .state import reducer_for
-
     value = stored_value(seed)
     state: dict[str, Any] = {} if value is NOTHING_STORED else dict(value)
     updates = list(updates)
@@ -346,13 +336,3 @@ def replay(seed: Any, updates: Iterable[Any], reducer: Reducer | None = None) ->
     # The bounds the state records, or else the first tick's.
     merge = reducer if reducer is not None else reducer_for(state, updates[0])
     return folded(replayed(merge), state, updates)
-
-
-def __getattr__(name: str) -> Any:
-    """The channel's declaration lives in :mod:`mcp_state_versions.channels` (see
-    :func:`overwrite_of` for why); it is still found here, where it was first published."""
-    if name in {"ToolStateChannel", "tool_state_channel"}:
-        from . import channels
-
-        return getattr(channels, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

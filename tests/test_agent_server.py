@@ -123,7 +123,8 @@ def _run_server(workdir: Path, config: str) -> Iterator[str]:
             time.sleep(0.5)
         yield url
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        if process.poll() is None:  # (one that exited has told its cause above)
+            os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=15)
         except subprocess.TimeoutExpired:

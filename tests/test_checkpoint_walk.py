@@ -550,3 +550,20 @@ async def test_a_run_continuing_an_older_branch_reads_that_branch_in_every_durab
     answer = str(final["messages"][-1].content)
     assert str(AAR) in answer and str(OSLO) not in answer, answer
     assert took < 0.9, took  # a second's wait for a checkpoint never stored is a defect
+
+
+def test_checkpoint_history_offers_every_shortcut_the_resolver_takes() -> None:
+    """The resolver takes a shortcut where ``isinstance`` finds its protocol: a rename of one
+    of these methods would quietly turn it off, so the walk's history is held to all three."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from mcp_state_versions.history import (
+        HasEndedToolState,
+        HasTurnStates,
+        HasVersionEnd,
+        ThreadHistory,
+    )
+
+    history = CheckpointHistory(InMemorySaver())
+    for protocol in (ThreadHistory, HasEndedToolState, HasVersionEnd, HasTurnStates):
+        assert isinstance(history, protocol), protocol.__name__

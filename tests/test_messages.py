@@ -19,12 +19,11 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
+from mcp_state_versions.channels import MessagesChannel, messages_channel
 from mcp_state_versions.messages import (
     MESSAGE_INDEXES,
-    MessagesChannel,
     calling_several,
     merge_messages,
-    messages_channel,
     replay_messages,
 )
 
@@ -505,7 +504,7 @@ async def test_every_form_add_messages_takes_alone_or_listed_reads_back_as_writt
     serializer's list ``["ai", "hello"]`` and read back as two human messages."""
     from langgraph.graph import END, START, StateGraph
 
-    from mcp_state_versions.state import make_session_state
+    from mcp_state_versions.channels import make_session_state
 
     from .conftest import open_backend
 

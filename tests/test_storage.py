@@ -630,7 +630,8 @@ def test_a_snapshot_is_due_by_the_bytes_or_the_writes_since_the_seed() -> None:
 
     import ormsgpack
 
-    from mcp_state_versions.storage import SNAPSHOT_RATIO, tool_state_channel
+    from mcp_state_versions.channels import tool_state_channel
+    from mcp_state_versions.storage import SNAPSHOT_RATIO
 
     narrow = make_merge_tool_state(ring_size=0)  # the size is the current values alone
     spec = typing.get_args(tool_state_channel(narrow, 777))[1]
@@ -694,7 +695,8 @@ def test_the_cadence_counts_what_a_snapshot_really_stores_rings_included() -> No
 
     import ormsgpack
 
-    from mcp_state_versions.storage import _ENTRY_BYTES, SNAPSHOT_RATIO, tool_state_channel
+    from mcp_state_versions.channels import tool_state_channel
+    from mcp_state_versions.storage import _ENTRY_BYTES, SNAPSHOT_RATIO
 
     wide = make_merge_tool_state(ring_size=8)
     spec = typing.get_args(tool_state_channel(wide, 10**6))[1]
@@ -778,7 +780,8 @@ def test_a_step_that_publishes_a_catalogue_is_snapshotted_at_once() -> None:
     they are not replayed at every run start after it); fewer in the step are not."""
     import typing
 
-    from mcp_state_versions.storage import BULK_WRITES, tool_state_channel
+    from mcp_state_versions.channels import tool_state_channel
+    from mcp_state_versions.storage import BULK_WRITES
 
     spec = typing.get_args(tool_state_channel(merge_tool_state, 777))[1]
     seed = merge_tool_state({}, {"t/a/seed": {"value": "x"}})
@@ -799,7 +802,8 @@ def test_writes_replayed_at_a_run_start_are_not_one_step_s_catalogue() -> None:
     count every write since the seed)."""
     import typing
 
-    from mcp_state_versions.storage import BULK_WRITES, tool_state_channel
+    from mcp_state_versions.channels import tool_state_channel
+    from mcp_state_versions.storage import BULK_WRITES
 
     narrow = make_merge_tool_state(ring_size=0)
     spec = typing.get_args(tool_state_channel(narrow, 777))[1]
@@ -886,7 +890,8 @@ def test_an_overwrite_after_a_remembered_replay_follows_langgraph_s_rules() -> N
     them that is an ``Overwrite`` still resets the value, as LangGraph's own channel does."""
     from langgraph.types import Overwrite
 
-    from mcp_state_versions.storage import REPLAYS, ToolStateChannel
+    from mcp_state_versions.channels import ToolStateChannel
+    from mcp_state_versions.storage import REPLAYS
 
     REPLAYS.clear()
     channel = ToolStateChannel(batched(merge_tool_state), dict)
@@ -909,8 +914,9 @@ def test_an_overwrite_keeps_the_clock_live_and_replayed_alike() -> None:
     :func:`replay` agree."""
     from langgraph.types import Overwrite
 
+    from mcp_state_versions.channels import ToolStateChannel
     from mcp_state_versions.clock import CLOCK_KEY
-    from mcp_state_versions.storage import REPLAYS, ToolStateChannel, replay
+    from mcp_state_versions.storage import REPLAYS, replay
 
     def tick(turn: int, open_: bool) -> dict[str, Any]:
         return {CLOCK_KEY: {"turn": turn, "open": open_, "message": f"m{turn}"}}
