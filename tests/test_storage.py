@@ -1044,6 +1044,86 @@ async def test_a_writer_runs_the_sqlite_migrations_a_file_has_not_had(
     assert len(written) == 2
 
 
+@pytest.mark.parametrize("index", ["mcp_state_versions_lineage_v3", "mcp_state_versions_whole_v1"])
+async def test_an_index_dropped_by_another_connection_is_read_around(
+    tmp_path: Path, index: str
+) -> None:
+    """A saver remembers which of the library's indexes its file has. When another connection
+    drops one (a newer release's writer migrating the file, or a hand), the next statement
+    naming it fails; the memo is forgotten and the read made again: reads answer as a fresh
+    saver's do, and the thread goes on, with ring_size=0 so that every answer walks storage."""
+    import sqlite3
+
+    path = tmp_path / "dropped.sqlite"
+    async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
+        await saver.setup()
+        agent = agent_on(saver, ring_size=0)
+        for text in ["find Copenhagen", "chat", "find Aarhus", "chat"]:
+            await run_turn(agent, "t", text)
+        before = await answers(agent, "t", CheckpointHistory(saver))
+        with sqlite3.connect(path) as db:
+            db.execute(f"DROP INDEX {index}")
+        assert await answers(agent, "t", CheckpointHistory(saver)) == before
+        await run_turn(agent, "t", "find Oslo")
+        after = await answers(agent, "t", CheckpointHistory(saver))
+    async with PruningSqliteSaver.from_conn_string(str(path)) as fresh:
+        assert await answers(agent_on(fresh, ring_size=0), "t", CheckpointHistory(fresh)) == after
+    assert len(after) == 5 and after[4].value == [10.6, 59.8, 10.9, 60.0]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("sync", [False, True])
+async def test_a_failed_sqlite_migration_leaves_the_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sync: bool
+) -> None:
+    """The migrations a writer runs are one transaction: Python's sqlite3 runs DDL outside the
+    transaction it opens for an INSERT, so without an explicit one a migration failing after
+    the index drops and creates would leave them done with no record of them. Here the last
+    migration fails: no index is dropped or made, and none is recorded; the next writer, with
+    the migrations mended, runs them all. Both paths: the async saver's setup, and the sync
+    one (``mcp-state-versions index``, on LangGraph's ``SqliteSaver``)."""
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from mcp_state_versions.backends import sqlite as backend_module
+    from mcp_state_versions.backends.sqlite import MIGRATIONS, MIGRATIONS_TABLE, SqliteBackend
+
+    path = tmp_path / "failing.sqlite"
+    with sqlite3.connect(path, check_same_thread=False) as plain:
+        SqliteSaver(plain).setup()  # LangGraph's tables, none of the library's
+
+    def ours() -> list[str]:
+        """The library's tables and indexes in the file."""
+        with sqlite3.connect(path) as db:
+            return [
+                row[0]
+                for row in db.execute(
+                    "SELECT name FROM sqlite_master WHERE name LIKE 'mcp_state_versions%' "
+                    "ORDER BY name"
+                )
+            ]
+
+    async def migrate() -> None:
+        if sync:
+            with sqlite3.connect(path, check_same_thread=False) as conn:
+                await SqliteBackend(SqliteSaver(conn), sync=True, native_sync=True).create_index()
+        else:
+            async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
+                await saver.setup()
+
+    assert ours() == []
+    failing = [*MIGRATIONS, "CREATE INDEX broken ON nosuch (x)"]
+    monkeypatch.setattr(backend_module, "MIGRATIONS", failing)
+    with pytest.raises(sqlite3.OperationalError, match="nosuch"):
+        await migrate()
+    assert ours() == []  # nothing made or recorded
+    monkeypatch.setattr(backend_module, "MIGRATIONS", MIGRATIONS)
+    await migrate()
+    with sqlite3.connect(path) as db:
+        applied = [row[0] for row in db.execute(f"SELECT v FROM {MIGRATIONS_TABLE} ORDER BY v")]
+    assert applied == list(range(len(MIGRATIONS)))
+
+
 @pytest.mark.parametrize("kind", BACKENDS)
 @pytest.mark.parametrize("messages", ["delta", "whole"])
 async def test_exit_durability_stores_every_run_when_a_snapshot_falls_due(

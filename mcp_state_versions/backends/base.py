@@ -12,6 +12,7 @@ drives a backend built with ``sync=True`` from synchronous code.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -417,12 +418,18 @@ def _recent(
     return sorted(chosen, key=lambda row: (row[1], row[0]), reverse=True)[:limit]
 
 
-MAX_CHAIN = 50_000
-"""The most parent links any read follows. LangGraph snapshots every delta channel at least
-every 5,000 steps, so a delta history is shorter than this, and a chain of that many links
-without a value is a cycle in the parent links or a thread damaged some other way: reported as
-damage (:func:`parent_cycle`), never followed for ever (on SQLite a cyclic walk held the
-database connection, and every thread's reads, until a restart)."""
+DELTA_SNAPSHOT_STEPS = int(os.environ.get("LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT", "5000"))
+"""The most steps LangGraph lets a delta channel go without a snapshot: its own setting
+(``LANGGRAPH_DELTA_MAX_SUPERSTEPS_SINCE_SNAPSHOT``, default 5,000), read as LangGraph reads
+it, when this module is first imported."""
+
+MAX_CHAIN = max(50_000, 10 * DELTA_SNAPSHOT_STEPS)
+"""The most parent links any read follows: ten times :data:`DELTA_SNAPSHOT_STEPS`, and no
+fewer than 50,000. LangGraph snapshots every delta channel at least that often, so a delta
+history is shorter than this, and a chain of that many links without a value is a cycle in
+the parent links or a thread damaged some other way: reported as damage
+(:func:`parent_cycle`), never followed for ever (on SQLite a cyclic walk held the database
+connection, and every thread's reads, until a restart)."""
 
 
 def parent_cycle(thread_id: str, checkpoint_id: str) -> Exception:

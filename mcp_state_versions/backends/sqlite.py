@@ -20,10 +20,11 @@ the message list included) followed by ``metadata``. Two consequences decide how
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT
@@ -147,7 +148,9 @@ PostgreSQL saver numbers its own: the library adds two indexes beside the saver'
 changing them) and a table recording the migrations a file has had, so a writer opening a file
 runs only those it has not (each is idempotent too: files of earlier releases, which recorded
 none, run them all). A new index definition is a new name, created by a new migration after
-the drop of the one it replaces, all in one transaction."""
+the drop of the one it replaces. The migrations a writer runs, and their records, are one
+transaction (:meth:`SqliteBackend._write` begins it explicitly): a failure leaves the file as
+it was."""
 
 
 @cache
@@ -265,6 +268,33 @@ def _unpack(data: bytes) -> Any:
     return ormsgpack.unpackb(data, ext_hook=_skip_ext, option=ormsgpack.OPT_NON_STR_KEYS)
 
 
+_INDEXES_MEMO = "_mcp_state_versions_indexes"
+"""Where a saver remembers which of the library's indexes its file has (once it has the
+lineage index): a cache of the file's schema, forgotten when a statement finds one gone."""
+
+
+class _IndexesChanged(Exception):
+    """A statement named an index the file no longer has (another connection dropped it: a
+    newer release's writer migrating the file, or a hand): the memo is forgotten, and the read
+    is made again with the indexes the file has now."""
+
+
+_Read = TypeVar("_Read", bound=Callable[..., Awaitable[Any]])
+
+
+def _with_current_indexes(read: _Read) -> _Read:
+    """``read`` made once more, on the indexes the file has now, where the memo was stale."""
+
+    @functools.wraps(read)
+    async def reading(self: SqliteBackend, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await read(self, *args, **kwargs)
+        except _IndexesChanged:
+            return await read(self, *args, **kwargs)
+
+    return reading  # type: ignore[return-value]
+
+
 class SqliteBackend(SqlBackend):
     """:class:`~mcp_state_versions.backends.Backend` over either SQLite saver."""
 
@@ -291,29 +321,57 @@ class SqliteBackend(SqlBackend):
         self.link_sql = _link_sql()
 
     async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
-        if self.native_sync:
-            with self.saver.cursor(transaction=False) as cursor:
-                cursor.execute(sql, tuple(params))
-                return list(cursor.fetchall())
-        if self.sync:
-            raise NeedsAsync(type(self.saver).__name__)
-        await self.saver.setup()
-        async with self.saver.lock:
-            return list(await self.saver.conn.execute_fetchall(sql, tuple(params)))
+        try:
+            if self.native_sync:
+                with self.saver.cursor(transaction=False) as cursor:
+                    cursor.execute(sql, tuple(params))
+                    return list(cursor.fetchall())
+            if self.sync:
+                raise NeedsAsync(type(self.saver).__name__)
+            await self.saver.setup()
+            async with self.saver.lock:
+                return list(await self.saver.conn.execute_fetchall(sql, tuple(params)))
+        except sqlite3.OperationalError as error:
+            if "no such index" in str(error) and hasattr(self.saver, _INDEXES_MEMO):
+                delattr(self.saver, _INDEXES_MEMO)  # another connection dropped it since
+                raise _IndexesChanged from error
+            raise
 
     async def _write(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """``statements`` in one transaction, begun explicitly: Python's sqlite3 opens one
+        by itself only before an INSERT, UPDATE or DELETE, so a ``CREATE`` or ``DROP`` ahead
+        of them would otherwise commit on its own, and a failure after it leave it done."""
         if self.native_sync:
-            with self.saver.cursor(transaction=True) as cursor:
-                for sql, params in statements:
-                    cursor.execute(sql, tuple(params))
+            conn = self.saver.conn
+            with self.saver.cursor(transaction=False) as cursor:
+                began = not conn.in_transaction
+                if began:
+                    cursor.execute("BEGIN IMMEDIATE")
+                try:
+                    for sql, params in statements:
+                        cursor.execute(sql, tuple(params))
+                except BaseException:
+                    if began:
+                        conn.rollback()
+                    raise
+                conn.commit()
             return
         if self.sync:
             raise NeedsAsync(type(self.saver).__name__)
         await self.saver.setup()
         async with self.saver.lock:
-            for sql, params in statements:
-                await self.saver.conn.execute(sql, tuple(params))
-            await self.saver.conn.commit()
+            conn = self.saver.conn
+            began = not conn.in_transaction
+            if began:
+                await conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, params in statements:
+                    await conn.execute(sql, tuple(params))
+            except BaseException:
+                if began:
+                    await conn.rollback()
+                raise
+            await conn.commit()
 
     async def _indexed(self) -> bool:
         """Whether the file has the lineage index.
@@ -329,12 +387,12 @@ class SqliteBackend(SqlBackend):
         """Which of the library's indexes the file has: remembered once it has the lineage
         index (a file an earlier release indexed has only that one, and its delta-history reads
         climb by the links' metadata, unless this process's writer adds the other)."""
-        found = getattr(self.saver, "_mcp_state_versions_indexes", None)
+        found = getattr(self.saver, _INDEXES_MEMO, None)
         if found is not None:
             return found  # type: ignore[no-any-return]
         found = frozenset(row[0] for row in await self._rows(_INDEXES_SQL, ()))
         if INDEX_NAME in found:
-            self.saver._mcp_state_versions_indexes = found  # type: ignore[attr-defined]
+            setattr(self.saver, _INDEXES_MEMO, found)
         return found
 
     async def _check_index(self, thread_id: str, namespace: str, checkpoint_id: str | None) -> None:
@@ -381,8 +439,9 @@ class SqliteBackend(SqlBackend):
             statements = [(_create_index_sql(), ()), (_create_whole_index_sql(), ())]
         if statements:
             await self._write(statements)
-        self.saver._mcp_state_versions_indexes = _OUR_INDEXES  # type: ignore[attr-defined]
+        setattr(self.saver, _INDEXES_MEMO, _OUR_INDEXES)
 
+    @_with_current_indexes
     async def lineage(self, thread_id: str, namespace: str) -> list[LinkRow]:
         if await self._indexed():
             rows = await self._rows(_lineage_sql(), (thread_id, namespace))
@@ -444,6 +503,7 @@ class SqliteBackend(SqlBackend):
             ]
         )
 
+    @_with_current_indexes
     async def delta_history(
         self,
         thread_id: str,
@@ -473,6 +533,7 @@ class SqliteBackend(SqlBackend):
             thread_id, namespace, checkpoint_id, remember=remember, channel=channel
         )
 
+    @_with_current_indexes
     async def run_start(self, thread_id: str, namespace: str) -> Link | None:
         if not await self._indexed():  # (a file no writer indexed: not the library's saver's)
             return await self.link(thread_id, namespace)
