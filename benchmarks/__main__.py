@@ -86,6 +86,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     figures["listing_chars"] = writes.listing_chars()
     databases = [b for b in backends if b != "memory"]
     figures["thread"] = await thread.measure(databases, 100 if args.quick else 1000, workdir)
+    figures["served"] = await thread.measure_served(databases, 20 if args.quick else 100, workdir)
     if "sqlite" in backends:
         progress("sqlite: a turn's conversation read back after summaries")
         figures["conversation"] = await conversation.measure(
@@ -127,6 +128,11 @@ def _render(figures: dict[str, Any]) -> None:
     if "thread" in figures:
         print(
             "\nThe whole thread (python -m benchmarks.thread):\n" + thread.table(figures["thread"])
+        )
+    if figures.get("served"):
+        print(
+            f"\n{thread.SERVED} conversations served at once (python -m benchmarks.thread):\n"
+            + thread.served_table(figures["served"])
         )
     if figures.get("conversation"):
         print(

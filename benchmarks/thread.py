@@ -241,6 +241,81 @@ async def measure(
     return found
 
 
+SERVED = 50
+"""Conversations one process serves at once in the interleaved cell (:func:`measure_served`)."""
+
+
+async def _turn(name: str, agent: Any, thread_id: str, text: str) -> float:
+    started = time.perf_counter()
+    if name.startswith("library"):
+        await run_turn(agent, thread_id, text)
+    else:
+        config = {"configurable": {"thread_id": thread_id}}
+        await agent.ainvoke({"messages": [HumanMessage(text)]}, config)
+    return time.perf_counter() - started
+
+
+async def _served(name: str, saver: Any, threads: int, turns: int) -> dict[str, float]:
+    """``threads`` threads of ``turns`` turns in one process, a turn of each in turn (each
+    thread's next turn after all the others'): the median time of the last turns (at least
+    ten in all), and how often one of them indexed its conversation's messages afresh
+    (``MESSAGE_INDEXES.rebuilt``)."""
+    agent = AGENTS[name](saver)
+    ids = [f"served-{uuid4().hex[:10]}" for _ in range(threads)]
+    last = max(1, 10 // threads)  # rounds timed: at least ten turns in all
+    times: list[float] = []
+    rebuilt = 0
+    for turn in range(1, turns + 1):
+        if turn == turns - last + 1:
+            rebuilt, times = MESSAGE_INDEXES.rebuilt, []
+        times += [await _turn(name, agent, thread_id, f"look it up {turn}") for thread_id in ids]
+    return {
+        "turn_ms": statistics.median(times) * 1000,
+        "rebuilds_per_turn": (MESSAGE_INDEXES.rebuilt - rebuilt) / len(times),
+    }
+
+
+async def measure_served(
+    backends: Sequence[str],
+    turns: int,
+    workdir: Path,
+    agents: Sequence[str] = ("library", "middleware"),
+) -> dict[str, Any]:
+    """Each path's turn at ``turns`` with :data:`SERVED` threads served at once, beside one
+    thread alone at the same length, in one process, side by side: the per-process caches
+    (message indexes, replays, remembered histories) must serve a deployment, not only a
+    benchmark that runs one thread at a time."""
+    found: dict[str, Any] = {}
+    for backend in backends:
+        found[backend] = {}
+        for name in agents:
+            progress(f"{backend}: {SERVED} threads served at once, {turns} turns each, {name}")
+            async with opened(backend, workdir) as (saver, _):
+                alone = await _served(name, saver, 1, turns)
+                served = await _served(name, saver, SERVED, turns)
+            found[backend][name] = {"alone": alone, "served": served}
+    return found
+
+
+def served_table(found: dict[str, Any]) -> str:
+    """One row a path on a backend: the last turn with :data:`SERVED` threads served at once
+    ÷ one thread alone, and the turns that indexed their messages afresh."""
+    lines = [
+        f"| backend | path | turn, {SERVED} served ÷ alone | rebuilds a turn, served (alone) |",
+        "| --- | --- | ---: | ---: |",
+    ]
+    for backend, paths in found.items():
+        for name, cell in paths.items():
+            alone, served = cell["alone"], cell["served"]
+            ratio = served["turn_ms"] / alone["turn_ms"]
+            lines.append(
+                f"| {backend} | {name} | {ratio:.2f}× ({served['turn_ms']:.1f} ÷ "
+                f"{alone['turn_ms']:.1f} ms) | {served['rebuilds_per_turn']:.2f} "
+                f"({alone['rebuilds_per_turn']:.2f}) |"
+            )
+    return "\n".join(lines)
+
+
 def table(found: dict[str, Any]) -> str:
     """One row an agent on a backend: stored ÷ added at each length measured, what it stores
     at the longest, and a turn's time in each window."""
@@ -328,9 +403,18 @@ def main() -> None:
         found = asyncio.run(measure(args.backends.split(","), args.turns, workdir, agents))
     finally:  # the whole-list agents' files run to gigabytes
         shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        served = asyncio.run(
+            measure_served(args.backends.split(","), 20 if args.quick else 100, workdir)
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "thread.json").write_text(json.dumps(found, indent=1))
+    (RESULTS / "thread.json").write_text(json.dumps({**found, "served": served}, indent=1))
     print(table(found))
+    print(f"\n{SERVED} conversations served at once by one process:\n")
+    print(served_table(served))
     print("\nThe first run start after a restart (ms to load the head's state):\n")
     print(restart_table(found))
     if plot_thread(found, RESULTS / "thread.png"):

@@ -346,6 +346,7 @@ class MessagesChannel(DeltaChannel):  # type: ignore[type-arg]
         self.value = replay_messages(base, rest) if rest else base
         REPLAYS.served += done
         REPLAYS.remember(replay_messages, seed, writes, self.value, held=len(self.value))
+        MESSAGE_INDEXES.replayed(self.value)  # the next run start goes on from it
 
     def from_checkpoint(self, checkpoint: Any) -> MessagesChannel:
         new = super().from_checkpoint(checkpoint)

@@ -119,11 +119,14 @@ class _Indexed:
     length and last message it was indexed at, and the positions of the messages calling
     several tools (see :func:`calling_several`)."""
 
-    __slots__ = ("index", "items", "last", "length", "several")
+    __slots__ = ("conversation", "index", "items", "last", "length", "several")
 
     def __init__(self, items: list[Any], index: dict[str, int], several: tuple[int, ...]) -> None:
         self.items, self.index, self.several = items, index, several
         self.length, self.last = len(items), items[-1] if items else None
+        # Which conversation the list is a state of: the lists a thread's merges return all
+        # begin with its first message (a remove-all starts another, as it starts over).
+        self.conversation: str | None = getattr(items[0], "id", None) if items else None
 
 
 class _IndexCache:
@@ -137,14 +140,20 @@ class _IndexCache:
     the list the process last replayed (:data:`~mcp_state_versions.storage.REPLAYS`). Keyed by
     the list itself, which the cache holds, so its identity cannot pass to another list while
     cached; checked on every use against the list's length and last message, so a list changed
-    in place since is looked at afresh; bounded to :attr:`LIMIT` lists, the least recently used
-    out first, and to :attr:`LIMIT_IDS` ids in all. Only lists whose ids are all distinct
-    (every list a merge returns but a remove-all's tail, which is indexed afresh) are cached.
+    in place since is looked at afresh; bounded to :attr:`LIMIT` lists and to :attr:`LIMIT_IDS`
+    ids in all, the least recently used out first, but for each conversation's newest list and
+    the one its last run start replayed into, which go only when every list left is one: a
+    process serving many conversations runs turns of others between two of one, each turn
+    makes about ten lists, and a plain least-recently-used order pushed out the very list a
+    waiting conversation's next turn merges into, which then indexed its whole conversation
+    again. Only lists whose ids are all distinct (every list a merge returns but a remove-all's
+    tail, which is indexed afresh) are cached.
     """
 
-    LIMIT = 32
+    LIMIT = 256
     """Lists: a turn makes about ten (a merge a step, and the copies LangGraph reads ahead
-    with), and a run start merges into the one the last run left."""
+    with), and a run start merges into the one the last run left; each conversation's newest
+    is kept over the others' older ones."""
     LIMIT_IDS = 250_000
     """Ids of all the lists together (under 10 MB of index), so long threads keep fewer lists
     (a 40,000-message conversation keeps six). The lists share their messages with the
@@ -154,7 +163,12 @@ class _IndexCache:
 
     def __init__(self) -> None:
         self._lists: OrderedDict[int, _Indexed] = OrderedDict()
+        self._newest: dict[str, int] = {}  # a conversation's newest list (its key in _lists)
+        self._replayed: dict[str, int] = {}  # and the one its last run start replayed into
         self._lock = threading.Lock()  # sync graph runs merge in worker threads
+        self.rebuilt = 0
+        """Merges into a list of messages that had to index it afresh (a miss): what the
+        benchmarks count to tell whether the cache serves a process's conversations."""
 
     def get(self, items: Sequence[Any]) -> _Indexed | None:
         """What is remembered of ``items``, or ``None``; a caller copies the index before
@@ -169,7 +183,7 @@ class _IndexCache:
                 or len(items) != length
                 or (length and items[-1] is not found.last)
             ):
-                del self._lists[id(items)]
+                self._drop(id(items))
                 return None
             self._lists.move_to_end(id(items))
             return found
@@ -181,11 +195,47 @@ class _IndexCache:
         several: tuple[int, ...] = (),
     ) -> None:
         with self._lock:
-            self._lists[id(items)] = _Indexed(items, index, several)
-            self._lists.move_to_end(id(items))
+            if id(items) in self._lists:
+                self._drop(id(items))
+            found = self._lists[id(items)] = _Indexed(items, index, several)
+            if found.conversation is not None:
+                self._newest[found.conversation] = id(items)
             held = sum(found.length for found in self._lists.values())
             while len(self._lists) > 1 and (len(self._lists) > self.LIMIT or held > self.LIMIT_IDS):
-                held -= self._lists.popitem(last=False)[1].length
+                held -= self._drop(self._victim())
+
+    def _victim(self) -> int:
+        """The least recently used list that is not its conversation's newest, or else the
+        least recently used."""
+        newest = self._newest
+        replayed = self._replayed
+        for key, found in self._lists.items():
+            conversation = found.conversation
+            if conversation is None or key not in (
+                newest.get(conversation),
+                replayed.get(conversation),
+            ):
+                return key
+        return next(iter(self._lists))
+
+    def _drop(self, key: int) -> int:
+        """Forget one list; its length."""
+        found = self._lists.pop(key)
+        conversation = found.conversation
+        if conversation is not None:
+            for kept in (self._newest, self._replayed):
+                if kept.get(conversation) == key:
+                    del kept[conversation]
+        return found.length
+
+    def replayed(self, items: list[Any]) -> None:
+        """``items`` is what a run start replayed its conversation into, which the process's
+        replay memory (:data:`~mcp_state_versions.storage.REPLAYS`) goes on from at the
+        conversation's next run start: kept, as its newest list is, while others give way."""
+        with self._lock:
+            found = self._lists.get(id(items))
+            if found is not None and found.items is items and found.conversation is not None:
+                self._replayed[found.conversation] = id(items)
 
     def copied(self, source: Sequence[Any], copy: list[Any]) -> None:
         """``copy`` (a shallow copy of ``source``, made by a channel's ``copy``) has what
@@ -198,6 +248,8 @@ class _IndexCache:
     def clear(self) -> None:
         with self._lock:
             self._lists.clear()
+            self._newest.clear()
+            self._replayed.clear()
 
 
 MESSAGE_INDEXES = _IndexCache()
@@ -261,6 +313,8 @@ class _Merging:
             self.doubled = False
             return
         # (a list of its own either way: the copy made here, or the coerced one)
+        if state:
+            MESSAGE_INDEXES.rebuilt += 1
         self.items = _as_messages(list(state)) if state else []  # type: ignore[assignment]
         self.index = {m.id: i for i, m in enumerate(self.items)}  # type: ignore[union-attr,misc]
         self.several = [i for i, m in enumerate(self.items) if _calls_several(m)]

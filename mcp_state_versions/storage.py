@@ -158,9 +158,11 @@ def _folding(
     return fold
 
 
-REPLAY_MEMORY = 32
+REPLAY_MEMORY = 256
 """Chains of stored writes whose last replay this process remembers (:class:`_Replays`): a
-thread's ``tool_state`` and its ``messages`` are one chain each."""
+thread's ``tool_state`` and its ``messages`` are one chain each, so a process serving up to
+128 conversations at once resumes each one's replay (at 32, one serving 50 replayed each
+thread's writes since its snapshot at every run start)."""
 
 REPLAY_MEMORY_BYTES = 8 * 1024 * 1024
 """The most value bytes a remembered replay's state may hold (the default budget)."""

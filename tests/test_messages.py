@@ -168,15 +168,42 @@ def test_a_list_changed_in_place_is_indexed_afresh() -> None:
 
 def test_remembered_indexes_are_bounded_by_lists_and_by_ids() -> None:
     MESSAGE_INDEXES.clear()
-    lists = [merge_messages([], [[HumanMessage(f"{n}", id=f"{n}")]]) for n in range(100)]
+    many_lists = MESSAGE_INDEXES.LIMIT + 44
+    lists = [merge_messages([], [[HumanMessage(f"{n}", id=f"{n}")]]) for n in range(many_lists)]
     assert len(MESSAGE_INDEXES._lists) == MESSAGE_INDEXES.LIMIT
-    assert MESSAGE_INDEXES.get(lists[-1]).index == {"99": 0}  # type: ignore[union-attr]  # newest
+    newest = MESSAGE_INDEXES.get(lists[-1])
+    assert newest is not None and newest.index == {f"{many_lists - 1}": 0}
     assert MESSAGE_INDEXES.get(lists[0]) is None
     many = [HumanMessage(f"{n}", id=f"{n}") for n in range(MESSAGE_INDEXES.LIMIT_IDS // 2 + 1)]
-    merge_messages([], [many])
-    merge_messages([], [many])
+    older = merge_messages([], [many])
+    newer = merge_messages([], [many])  # the same conversation's: the older goes
     held = sum(found.length for found in MESSAGE_INDEXES._lists.values())
-    assert len(MESSAGE_INDEXES._lists) == 1 and held == len(many)
+    assert held <= MESSAGE_INDEXES.LIMIT_IDS
+    assert MESSAGE_INDEXES.get(older) is None and MESSAGE_INDEXES.get(newer) is not None
+    huge = [HumanMessage(f"h{n}", id=f"h{n}") for n in range(MESSAGE_INDEXES.LIMIT_IDS + 1)]
+    merge_messages([], [huge])  # past the bound alone: every other list gives way
+    assert len(MESSAGE_INDEXES._lists) == 1
+
+
+def test_each_conversation_keeps_its_newest_list_and_the_one_its_run_start_replayed_into() -> None:
+    """Another conversation's many lists push out this one's older lists first: the list its
+    last run start replayed into (which the next run start goes on from) and its newest stay,
+    and a merge into either is a lookup."""
+    MESSAGE_INDEXES.clear()
+    first = HumanMessage("hi", id="a-first")
+    replayed = merge_messages([], [[first]])
+    MESSAGE_INDEXES.replayed(replayed)
+    middle = merge_messages(replayed, [[AIMessage("1", id="a-1")]])
+    newest = merge_messages(middle, [[AIMessage("2", id="a-2")]])
+    other = merge_messages([], [[HumanMessage("x", id="b-first")]])
+    for n in range(2 * MESSAGE_INDEXES.LIMIT):  # one other conversation, growing
+        other = merge_messages(other, [[AIMessage(f"{n}", id=f"b-{n}")]])
+    assert MESSAGE_INDEXES.get(middle) is None
+    assert MESSAGE_INDEXES.get(replayed) is not None and MESSAGE_INDEXES.get(newest) is not None
+    before = MESSAGE_INDEXES.rebuilt
+    reply = AIMessage("3", id="a-3")
+    assert merge_messages(replayed, [[reply]]) == add_messages(list(replayed), reply)
+    assert MESSAGE_INDEXES.rebuilt == before
 
 
 @st.composite

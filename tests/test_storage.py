@@ -1044,6 +1044,37 @@ async def test_a_writer_runs_the_sqlite_migrations_a_file_has_not_had(
     assert len(written) == 2
 
 
+async def test_a_process_serving_fifty_conversations_at_once_indexes_none_of_them_again(
+    tmp_path: Path,
+) -> None:
+    """Fifty threads' turns interleaved in one process (each thread's next turn comes after
+    forty-nine others'): once each thread has run, no run start replays a thread's writes
+    since its snapshot afresh, and no merge indexes its conversation afresh; the answers are
+    those of a fresh process."""
+    from mcp_state_versions.messages import MESSAGE_INDEXES
+    from mcp_state_versions.storage import REPLAYS
+
+    threads = [f"served-{n}" for n in range(50)]
+    path = tmp_path / "served.sqlite"
+    async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
+        await saver.setup()
+        agent = agent_on(saver)
+        script = ["find Copenhagen", "chat", "find Aarhus", "chat", "find Oslo"]
+        for number, text in enumerate(script):
+            rebuilt, served = MESSAGE_INDEXES.rebuilt, REPLAYS.served
+            for thread in threads:
+                await run_turn(agent, thread, text)
+            if number >= 2:  # (turn 1 starts each thread; turn 2 replays its first writes)
+                assert MESSAGE_INDEXES.rebuilt == rebuilt, number
+                assert REPLAYS.served > served
+        live = [await answers(agent, thread, CheckpointHistory(saver)) for thread in threads]
+    REPLAYS.clear()
+    MESSAGE_INDEXES.clear()
+    async with PruningSqliteSaver.from_conn_string(str(path)) as fresh:
+        again = agent_on(fresh)
+        assert [await answers(again, t, CheckpointHistory(fresh)) for t in threads] == live
+
+
 @pytest.mark.parametrize("index", ["mcp_state_versions_lineage_v3", "mcp_state_versions_whole_v1"])
 async def test_an_index_dropped_by_another_connection_is_read_around(
     tmp_path: Path, index: str
