@@ -1056,6 +1056,8 @@ async def test_a_process_serving_fifty_conversations_at_once_indexes_none_of_the
 
     threads = [f"served-{n}" for n in range(50)]
     path = tmp_path / "served.sqlite"
+    REPLAYS.clear()  # a process serving these alone (not the test run's other threads)
+    MESSAGE_INDEXES.clear()
     async with PruningSqliteSaver.from_conn_string(str(path)) as saver:
         await saver.setup()
         agent = agent_on(saver)

@@ -27,7 +27,7 @@ __all__ = ["ASSETS", "REFERENCE_ASSETS", "router"]
 
 ASSETS = files(__package__) / "static"
 """The page's files: ``index.html``, ``page.js``, ``page.css``, and the reference's
-``docs.html`` and ``docs.js`` (no build step)."""
+``reference.html`` and ``docs.js`` (no build step)."""
 
 REFERENCE_ASSETS = str(Path(fastapi_offline.__file__).parent / "static")
 """Swagger UI's and ReDoc's own files (``swagger-ui-bundle.js``, ``swagger-ui.css``,
@@ -60,12 +60,35 @@ def _template(name: str) -> str:
     return (ASSETS / name).read_text(encoding="utf-8")
 
 
-def _served(request: Request, name: str, policy: str) -> HTMLResponse:
+def _served(
+    request: Request, name: str, policy: str, fields: dict[str, str] | None = None
+) -> HTMLResponse:
     base = html.escape(request.scope.get("root_path", "").rstrip("/") + "/", quote=True)
+    text = _template(name).replace("{{BASE}}", base)
+    for field, value in (fields or {}).items():
+        text = text.replace("{{" + field + "}}", value)
     return HTMLResponse(
-        _template(name).replace("{{BASE}}", base),
-        headers={"Cache-Control": "no-cache", "Content-Security-Policy": policy},
+        text, headers={"Cache-Control": "no-cache", "Content-Security-Policy": policy}
     )
+
+
+_VIEWERS = {
+    "swagger": {
+        "VIEWER": "swagger",
+        "STYLES": '<link rel="stylesheet" href="static/reference/swagger-ui.css">\n',
+        "SCRIPT": "swagger-ui-bundle.js",
+        "OTHER_ROUTE": "redoc",
+        "OTHER_NAME": "ReDoc",
+    },
+    "redoc": {
+        "VIEWER": "redoc",
+        "STYLES": "",
+        "SCRIPT": "redoc.standalone.js",
+        "OTHER_ROUTE": "docs",
+        "OTHER_NAME": "Swagger UI",
+    },
+}
+"""What ``reference.html`` is filled with for each viewer of the schema."""
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -75,9 +98,9 @@ async def page(request: Request) -> HTMLResponse:
 
 @router.get("/docs", response_class=HTMLResponse, include_in_schema=False)
 async def docs(request: Request) -> HTMLResponse:
-    return _served(request, "docs.html", DOCS_CONTENT_SECURITY_POLICY)
+    return _served(request, "reference.html", DOCS_CONTENT_SECURITY_POLICY, _VIEWERS["swagger"])
 
 
 @router.get("/redoc", response_class=HTMLResponse, include_in_schema=False)
 async def redoc(request: Request) -> HTMLResponse:
-    return _served(request, "redoc.html", DOCS_CONTENT_SECURITY_POLICY)
+    return _served(request, "reference.html", DOCS_CONTENT_SECURITY_POLICY, _VIEWERS["redoc"])

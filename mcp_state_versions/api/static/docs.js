@@ -1,4 +1,4 @@
-// The API's reference: Swagger UI (docs.html) or ReDoc (redoc.html), served from the app itself
+// The API's reference: Swagger UI (/docs) or ReDoc (/redoc), both reference.html, served from the app itself
 // (no CDN), reading the schema with the token the timeline page keeps in this tab, and (Swagger
 // UI) sending it with every "Try it out".
 "use strict";
