@@ -165,6 +165,7 @@ class _IndexCache:
         self._lists: OrderedDict[int, _Indexed] = OrderedDict()
         self._newest: dict[str, int] = {}  # a conversation's newest list (its key in _lists)
         self._replayed: dict[str, int] = {}  # and the one its last run start replayed into
+        self._held = 0  # the lengths of the lists held, together
         self._lock = threading.Lock()  # sync graph runs merge in worker threads
         self.rebuilt = 0
         """Merges into a list of messages that had to index it afresh (a miss): what the
@@ -198,11 +199,13 @@ class _IndexCache:
             if id(items) in self._lists:
                 self._drop(id(items))
             found = self._lists[id(items)] = _Indexed(items, index, several)
+            self._held += found.length
             if found.conversation is not None:
                 self._newest[found.conversation] = id(items)
-            held = sum(found.length for found in self._lists.values())
-            while len(self._lists) > 1 and (len(self._lists) > self.LIMIT or held > self.LIMIT_IDS):
-                held -= self._drop(self._victim())
+            while len(self._lists) > 1 and (
+                len(self._lists) > self.LIMIT or self._held > self.LIMIT_IDS
+            ):
+                self._drop(self._victim())
 
     def _victim(self) -> int:
         """The least recently used list that is not its conversation's newest, or else the
@@ -221,6 +224,7 @@ class _IndexCache:
     def _drop(self, key: int) -> int:
         """Forget one list; its length."""
         found = self._lists.pop(key)
+        self._held -= found.length
         conversation = found.conversation
         if conversation is not None:
             for kept in (self._newest, self._replayed):
@@ -250,6 +254,7 @@ class _IndexCache:
             self._lists.clear()
             self._newest.clear()
             self._replayed.clear()
+            self._held = 0
 
 
 MESSAGE_INDEXES = _IndexCache()

@@ -178,7 +178,7 @@ def test_remembered_indexes_are_bounded_by_lists_and_by_ids() -> None:
     older = merge_messages([], [many])
     newer = merge_messages([], [many])  # the same conversation's: the older goes
     held = sum(found.length for found in MESSAGE_INDEXES._lists.values())
-    assert held <= MESSAGE_INDEXES.LIMIT_IDS
+    assert held <= MESSAGE_INDEXES.LIMIT_IDS and MESSAGE_INDEXES._held == held
     assert MESSAGE_INDEXES.get(older) is None and MESSAGE_INDEXES.get(newer) is not None
     huge = [HumanMessage(f"h{n}", id=f"h{n}") for n in range(MESSAGE_INDEXES.LIMIT_IDS + 1)]
     merge_messages([], [huge])  # past the bound alone: every other list gives way
