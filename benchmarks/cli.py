@@ -134,7 +134,7 @@ def measure(repeat: int) -> dict[str, Any]:
 
 def _demo_thread(spec: str) -> str:
     """The demo's first thread, written afresh into ``spec`` (its ids are new each run)."""
-    from mcp_state_versions.demo import main as demo
+    from mcp_state_versions.demo.run import main as demo
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):  # the demo's threads, as a newcomer's

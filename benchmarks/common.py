@@ -23,9 +23,9 @@ from langchain_core.tools import tool
 from langgraph.prebuilt import ToolRuntime
 
 from mcp_state_versions import build_agent, count_turns, publish, run_turn
-from mcp_state_versions.checkpointers import open_checkpointer
-from mcp_state_versions.clock import current_turn
-from mcp_state_versions.scripted import ScriptedChatModel, call
+from mcp_state_versions.demo.scripted import ScriptedChatModel, call
+from mcp_state_versions.savers.specs import open_checkpointer
+from mcp_state_versions.state.clock import current_turn
 
 KEY = "bench/measure/value"
 STATIC_KEYS = 8

@@ -45,9 +45,9 @@ from mcp_state_versions import (
     run_turn,
 )
 from mcp_state_versions.backends.sqlite import _unpack
-from mcp_state_versions.demo import get_aoi
-from mcp_state_versions.scripted import ScriptedChatModel
-from mcp_state_versions.state import TURN_METADATA_KEY
+from mcp_state_versions.demo.run import get_aoi
+from mcp_state_versions.demo.scripted import ScriptedChatModel
+from mcp_state_versions.state.reducer import TURN_METADATA_KEY
 
 from .common import RESULTS, progress, ratio, timed_side_by_side
 

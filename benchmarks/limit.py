@@ -18,7 +18,7 @@ from typing import Any
 from langgraph.checkpoint.base import writes_sort_key
 
 from mcp_state_versions.backends.sqlite import INDEX_NAME, _unpack
-from mcp_state_versions.state import TURN_METADATA_KEY
+from mcp_state_versions.state.reducer import TURN_METADATA_KEY
 
 from .common import KEY
 

@@ -38,8 +38,8 @@ import httpx
 
 from mcp_state_versions import run_turn
 from mcp_state_versions.backends import backend_for
-from mcp_state_versions.checkpointers import open_checkpointer
-from mcp_state_versions.threads import list_threads
+from mcp_state_versions.savers.specs import open_checkpointer
+from mcp_state_versions.walk.threads import list_threads
 
 from .common import PG_DSN, agent, analyzed, progress
 

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from mcp_state_versions import CheckpointHistory, resolve_turn
-from mcp_state_versions.checkpointers import open_checkpointer
+from mcp_state_versions.savers.specs import open_checkpointer
 
 from .common import KEY, agent, expected, full_walk_read, without_ring_values
 

@@ -4,7 +4,7 @@ A thread of ``turns`` turns over 100 keys (``build_agent`` and ``run_turn`` on S
 written in turn 1, two of them rewritten each turn after) is served by ``mcp-state-versions
 serve``, and Debian's chromium, driven by Playwright, opens it as a person would. Measured:
 
-* the timeline read itself (:func:`mcp_state_versions.resolve.resolve_timeline`, one pass over
+* the timeline read itself (:func:`mcp_state_versions.walk.resolve.resolve_timeline`, one pass over
   the branch), and the same over HTTP;
 * the page: from opening the thread to the grid drawn; one cursor move by the keyboard, in the
   page (forty moves to the right, crossing into the next window of turns, which redraws it);
@@ -33,10 +33,10 @@ from langchain_core.tools import tool
 from langgraph.prebuilt import ToolRuntime
 
 from mcp_state_versions import build_agent, publish, run_turn
-from mcp_state_versions.checkpoint_walk import CheckpointHistory
-from mcp_state_versions.checkpointers import open_checkpointer
-from mcp_state_versions.resolve import resolve_timeline
-from mcp_state_versions.scripted import ScriptedChatModel, call
+from mcp_state_versions.demo.scripted import ScriptedChatModel, call
+from mcp_state_versions.savers.specs import open_checkpointer
+from mcp_state_versions.walk.checkpoints import CheckpointHistory
+from mcp_state_versions.walk.resolve import resolve_timeline
 
 from .common import RESULTS, progress
 

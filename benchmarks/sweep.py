@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from mcp_state_versions.checkpoint_walk import CheckpointHistory
-from mcp_state_versions.retention import PruningSqliteSaver, open_postgres_saver
-from mcp_state_versions.sweep import sweep
+from mcp_state_versions.retention.sweep import sweep
+from mcp_state_versions.savers.postgres import open_postgres_saver
+from mcp_state_versions.savers.sqlite import PruningSqliteSaver
+from mcp_state_versions.walk.checkpoints import CheckpointHistory
 
 from .common import KEY, PG_DSN, RESULTS, agent, analyzed, expected, grow, progress
 

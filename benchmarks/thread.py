@@ -51,9 +51,9 @@ from langgraph.types import Command
 
 from mcp_state_versions import LeanToolRuntime, build_agent, publish, run_turn
 from mcp_state_versions.backends import backend_for, forget_histories
-from mcp_state_versions.messages import MESSAGE_INDEXES
-from mcp_state_versions.scripted import ScriptedChatModel, call
-from mcp_state_versions.storage import REPLAYS
+from mcp_state_versions.demo.scripted import ScriptedChatModel, call
+from mcp_state_versions.storage.messages import MESSAGE_INDEXES
+from mcp_state_versions.storage.tool_state import REPLAYS
 
 from .common import RESULTS, create_agent_path, last_write_wins, opened, progress
 from .report import plot_thread

@@ -30,8 +30,8 @@ from mcp_state_versions import (
     make_inspect_state,
     make_merge_tool_state,
 )
-from mcp_state_versions.scripted import call
-from mcp_state_versions.tool import _InspectStateArgs
+from mcp_state_versions.agent.inspect_state import _InspectStateArgs
+from mcp_state_versions.demo.scripted import call
 
 from .common import ratio, runtime_over, timed_side_by_side
 

@@ -58,8 +58,8 @@ from typing_extensions import TypedDict
 from mcp_state_versions import build_agent, publish, run_turn
 from mcp_state_versions.backends import forget_histories
 from mcp_state_versions.backends.sqlite import _unpack
-from mcp_state_versions.scripted import ScriptedChatModel, call
-from mcp_state_versions.storage import DEFAULT_SNAPSHOT_FREQUENCY, REPLAYS, replay
+from mcp_state_versions.demo.scripted import ScriptedChatModel, call
+from mcp_state_versions.storage.tool_state import DEFAULT_SNAPSHOT_FREQUENCY, REPLAYS, replay
 
 from .common import RESULTS, analyzed, create_agent_path, last_write_wins, opened, progress
 from .report import _cell
@@ -409,7 +409,7 @@ def listing_chars(keys: int = 5000) -> int:
     """Characters of the first listing (``key="*"``) of ``keys`` keys in 50 tools of 10
     toolsets: what the model pays to see what state holds."""
     from mcp_state_versions import read_state_key
-    from mcp_state_versions.state import merge_tool_state
+    from mcp_state_versions.state.reducer import merge_tool_state
 
     per_tool = keys // 500
     writes = {

@@ -13,17 +13,28 @@ until something needs them.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .agent import SESSION_STATE_PROMPT, build_agent, run_turn, turn_config, with_session_state
-    from .backends.resumes import ConcurrentResume
-    from .channels import SessionState, ToolStateChannel, make_session_state, tool_state_channel
-    from .checkpoint_walk import CheckpointHistory, history_for_run
-    from .checkpointers import open_checkpointer
-    from .clock import (
+    from .agent.build import (
+        SESSION_STATE_PROMPT,
+        build_agent,
+        run_turn,
+        turn_config,
+        with_session_state,
+    )
+    from .agent.inspect_state import make_inspect_state, read_state_key
+    from .agent.middleware import SessionAgentState, SessionStateMiddleware
+    from .agent.publish import publish, state_key, tool_state_writes
+    from .agent.runtime import LeanToolRuntime
+    from .demo.scripted import ScriptedChatModel, call
+    from .retention.prune import PruneResult, prune_thread
+    from .retention.sweep import SweepPolicy, SweepReport, SweepSchedule, reclaim, sweep, sweeping
+    from .savers.memory import PruningInMemorySaver
+    from .savers.resumes import ConcurrentResume
+    from .savers.specs import open_checkpointer
+    from .savers.sqlite import PruningSqliteSaver
+    from .state.clock import (
         CLOCK_KEY,
         close_turn,
         count_turns,
@@ -33,7 +44,22 @@ if TYPE_CHECKING:
         ticks_around,
         values_of,
     )
-    from .history import (
+    from .state.reducer import (
+        PriorVersion,
+        StateEntry,
+        ToolStateError,
+        ToolStateReducer,
+        make_merge_tool_state,
+        merge_tool_state,
+    )
+    from .storage.channels import (
+        SessionState,
+        ToolStateChannel,
+        make_session_state,
+        tool_state_channel,
+    )
+    from .walk.checkpoints import CheckpointHistory, history_for_run
+    from .walk.history import (
         AUTO,
         ConversationHistory,
         DamagedState,
@@ -52,96 +78,81 @@ if TYPE_CHECKING:
         UnknownKey,
         ValueEvicted,
     )
-    from .middleware import SessionAgentState, SessionStateMiddleware
-    from .publish import publish, state_key, tool_state_writes
-    from .resolve import VersionRow, resolve_past, resolve_turn, resolve_versions
-    from .retention import PruneResult, PruningInMemorySaver, PruningSqliteSaver, prune_thread
-    from .runtime import LeanToolRuntime
-    from .scripted import ScriptedChatModel, call
-    from .state import (
-        PriorVersion,
-        StateEntry,
-        ToolStateError,
-        ToolStateReducer,
-        make_merge_tool_state,
-        merge_tool_state,
-    )
-    from .sweep import SweepPolicy, SweepReport, SweepSchedule, reclaim, sweep, sweeping
-    from .threads import ThreadPage, ThreadSummary, list_threads
-    from .tool import make_inspect_state, read_state_key
+    from .walk.resolve import VersionRow, resolve_past, resolve_turn, resolve_versions
+    from .walk.threads import ThreadPage, ThreadSummary, list_threads
 
 _WHERE = {
-    "AUTO": "history",
-    "CLOCK_KEY": "clock",
-    "CheckpointHistory": "checkpoint_walk",
-    "ConcurrentResume": "backends.resumes",
-    "ConversationHistory": "history",
-    "DamagedState": "history",
-    "Found": "history",
-    "HistoryError": "history",
-    "KeyNotSetYet": "history",
-    "LeanToolRuntime": "runtime",
-    "NeverHappened": "history",
-    "NoHistory": "history",
-    "NotRetained": "history",
-    "PriorVersion": "state",
-    "PruneResult": "retention",
-    "PruningInMemorySaver": "retention",
-    "PruningSqliteSaver": "retention",
-    "SESSION_STATE_PROMPT": "agent",
-    "ScriptedChatModel": "scripted",
-    "SessionAgentState": "middleware",
-    "SessionState": "channels",
-    "SessionStateMiddleware": "middleware",
-    "StateEntry": "state",
-    "StoreUnavailable": "history",
-    "SweepPolicy": "sweep",
-    "SweepReport": "sweep",
-    "SweepSchedule": "sweep",
-    "ThreadHistory": "history",
-    "ThreadPage": "threads",
-    "ThreadSummary": "threads",
-    "ToolStateChannel": "channels",
-    "ToolStateError": "state",
-    "ToolStateReducer": "state",
-    "TurnAnswer": "history",
-    "TurnIndex": "history",
-    "TurnMessages": "history",
-    "TurnSnapshot": "history",
-    "UnknownKey": "history",
-    "ValueEvicted": "history",
-    "VersionRow": "resolve",
-    "build_agent": "agent",
-    "call": "scripted",
-    "close_turn": "clock",
-    "count_turns": "clock",
-    "current_turn": "clock",
-    "entries_of": "clock",
-    "history_for_run": "checkpoint_walk",
-    "list_threads": "threads",
-    "make_inspect_state": "tool",
-    "make_merge_tool_state": "state",
-    "make_session_state": "channels",
-    "merge_tool_state": "state",
-    "open_checkpointer": "checkpointers",
-    "open_turn": "clock",
-    "prune_thread": "retention",
-    "publish": "publish",
-    "read_state_key": "tool",
-    "reclaim": "sweep",
-    "resolve_past": "resolve",
-    "resolve_turn": "resolve",
-    "resolve_versions": "resolve",
-    "run_turn": "agent",
-    "state_key": "publish",
-    "sweep": "sweep",
-    "sweeping": "sweep",
-    "ticks_around": "clock",
-    "tool_state_channel": "channels",
-    "tool_state_writes": "publish",
-    "turn_config": "agent",
-    "values_of": "clock",
-    "with_session_state": "agent",
+    "AUTO": "walk.history",
+    "CLOCK_KEY": "state.clock",
+    "CheckpointHistory": "walk.checkpoints",
+    "ConcurrentResume": "savers.resumes",
+    "ConversationHistory": "walk.history",
+    "DamagedState": "walk.history",
+    "Found": "walk.history",
+    "HistoryError": "walk.history",
+    "KeyNotSetYet": "walk.history",
+    "LeanToolRuntime": "agent.runtime",
+    "NeverHappened": "walk.history",
+    "NoHistory": "walk.history",
+    "NotRetained": "walk.history",
+    "PriorVersion": "state.reducer",
+    "PruneResult": "retention.prune",
+    "PruningInMemorySaver": "savers.memory",
+    "PruningSqliteSaver": "savers.sqlite",
+    "SESSION_STATE_PROMPT": "agent.build",
+    "ScriptedChatModel": "demo.scripted",
+    "SessionAgentState": "agent.middleware",
+    "SessionState": "storage.channels",
+    "SessionStateMiddleware": "agent.middleware",
+    "StateEntry": "state.reducer",
+    "StoreUnavailable": "walk.history",
+    "SweepPolicy": "retention.sweep",
+    "SweepReport": "retention.sweep",
+    "SweepSchedule": "retention.sweep",
+    "ThreadHistory": "walk.history",
+    "ThreadPage": "walk.threads",
+    "ThreadSummary": "walk.threads",
+    "ToolStateChannel": "storage.channels",
+    "ToolStateError": "state.reducer",
+    "ToolStateReducer": "state.reducer",
+    "TurnAnswer": "walk.history",
+    "TurnIndex": "walk.history",
+    "TurnMessages": "walk.history",
+    "TurnSnapshot": "walk.history",
+    "UnknownKey": "walk.history",
+    "ValueEvicted": "walk.history",
+    "VersionRow": "walk.resolve",
+    "build_agent": "agent.build",
+    "call": "demo.scripted",
+    "close_turn": "state.clock",
+    "count_turns": "state.clock",
+    "current_turn": "state.clock",
+    "entries_of": "state.clock",
+    "history_for_run": "walk.checkpoints",
+    "list_threads": "walk.threads",
+    "make_inspect_state": "agent.inspect_state",
+    "make_merge_tool_state": "state.reducer",
+    "make_session_state": "storage.channels",
+    "merge_tool_state": "state.reducer",
+    "open_checkpointer": "savers.specs",
+    "open_turn": "state.clock",
+    "prune_thread": "retention.prune",
+    "publish": "agent.publish",
+    "read_state_key": "agent.inspect_state",
+    "reclaim": "retention.sweep",
+    "resolve_past": "walk.resolve",
+    "resolve_turn": "walk.resolve",
+    "resolve_versions": "walk.resolve",
+    "run_turn": "agent.build",
+    "state_key": "agent.publish",
+    "sweep": "retention.sweep",
+    "sweeping": "retention.sweep",
+    "ticks_around": "state.clock",
+    "tool_state_channel": "storage.channels",
+    "tool_state_writes": "agent.publish",
+    "turn_config": "agent.build",
+    "values_of": "state.clock",
+    "with_session_state": "agent.build",
 }
 """The module each public name lives in."""
 
@@ -153,7 +164,7 @@ def __getattr__(name: str) -> Any:
     try:
         value = getattr(importlib.import_module(f".{module}", __name__), name)
     except ImportError as error:
-        if module != "middleware":
+        if module != "agent.middleware":
             raise
         # SessionStateMiddleware needs LangChain's agents package (extra "agents")
         raise ImportError(
@@ -165,20 +176,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
-
-
-class _Package(types.ModuleType):
-    """This package's module type: ``publish`` and ``sweep`` are functions named like the
-    modules that hold them, and importing such a module sets the package's attribute of that
-    name to the module; the function keeps the name, as it did when it was imported eagerly."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and _WHERE.get(name) == name:
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [

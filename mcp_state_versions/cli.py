@@ -23,7 +23,7 @@
 open a SQLite file read-only and change nothing in it; on PostgreSQL they set nothing up, and
 the server refuses their writes.
 ``inspect`` resolves a read exactly as ``inspect_state`` and the HTTP API do (all three call
-:mod:`mcp_state_versions.resolve`), and its exit code says which answer it was, so scripts can
+:mod:`mcp_state_versions.walk.resolve`), and its exit code says which answer it was, so scripts can
 branch on it (see :data:`EXIT_CODES`).
 
 Standard output carries only what was asked for: a value, a listing, a report. Every other
@@ -85,7 +85,7 @@ exit codes:
 
 
 def _duration(text: str) -> float:
-    from .sweep import parse_duration
+    from .retention.sweep import parse_duration
 
     try:
         return parse_duration(text)
@@ -218,7 +218,7 @@ help)."""
 
 
 def _spec_help() -> str:
-    from .checkpointers import SPEC_HELP
+    from .savers.specs import SPEC_HELP
 
     return SPEC_HELP
 
@@ -278,7 +278,7 @@ def _turns_arguments(turns: argparse.ArgumentParser) -> None:
 
 
 def _turn_range(text: str) -> range:
-    from .conversation import TurnsError, parse_turns
+    from .walk.conversation import TurnsError, parse_turns
 
     try:
         return parse_turns(text)
@@ -416,13 +416,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = bool(getattr(args, "json", False))
     # (here, not at the top: --help and --version load none of LangGraph)
     from .backends import unreachable
-    from .checkpointers import NotACheckpointDatabase
-    from .history import DamagedState, StoreUnavailable
+    from .savers.specs import NotACheckpointDatabase
+    from .walk.history import DamagedState, StoreUnavailable
 
     try:
         _check_usage(args)
         if args.command == "demo":
-            from .demo import main as demo_main
+            from .demo.run import main as demo_main
 
             demo_main(
                 f"sqlite:{args.db}" if args.db else args.checkpointer,
@@ -528,9 +528,9 @@ def _console(*, stderr: bool = False) -> Any:
 
 
 async def _operate(args: argparse.Namespace) -> int:
-    from .checkpoint_walk import CheckpointHistory
-    from .checkpointers import open_checkpointer
-    from .history import retained_span, turn_span
+    from .savers.specs import open_checkpointer
+    from .walk.checkpoints import CheckpointHistory
+    from .walk.history import retained_span, turn_span
 
     writes = args.command == "prune" and not args.dry_run
     async with open_checkpointer(args.checkpointer, create=False, read_only=not writes) as saver:
@@ -579,8 +579,8 @@ async def _operate(args: argparse.Namespace) -> int:
 
 async def _conversation(history: Any, args: argparse.Namespace) -> int:
     """``conversation``: each turn asked for, as the page's turn panel shows it."""
-    from .conversation import conversation_value, turn_conversation
-    from .history import retained_span, turn_span
+    from .walk.conversation import conversation_value, turn_conversation
+    from .walk.history import retained_span, turn_span
 
     turns = args.turns if args.turns is not None else range(args.turn, args.turn + 1)
     found = []
@@ -628,8 +628,8 @@ async def _diff(history: Any, present: Any, args: argparse.Namespace) -> int:
     error; exit 0 either way)."""
     import difflib
 
-    from .history import Found
-    from .resolve import resolve_turn
+    from .walk.history import Found
+    from .walk.resolve import resolve_turn
 
     values = []
     for turn in (args.start, args.end):
@@ -678,9 +678,9 @@ def _report(args: argparse.Namespace, code: str, message: str, data: dict[str, A
 
 
 async def _inspect(console: Any, history: Any, present: Any, args: argparse.Namespace) -> int:
-    from .history import UnknownKey
-    from .resolve import resolve_past, resolve_turn, versioned_entries
-    from .wording import entry_summary, eviction_status, status_line
+    from .walk.history import UnknownKey
+    from .walk.resolve import resolve_past, resolve_turn, versioned_entries
+    from .wording.answers import entry_summary, eviction_status, status_line
 
     if present.damage is not None:
         if args.key is None or args.turn is None:
@@ -739,8 +739,8 @@ async def _versions(
     console: Any, history: Any, present: Any, args: argparse.Namespace, entry: Any
 ) -> int:
     """Every version of a key, from its ring and, beyond it, from history (one read each)."""
-    from .resolve import resolve_versions
-    from .wording import counted, version_span
+    from .walk.resolve import resolve_versions
+    from .wording.answers import counted, version_span
 
     rows = await resolve_versions(
         entry, args.key, current_turn=present.turn, history=history, thread_id=args.thread
@@ -800,8 +800,8 @@ def _title(console: Any, title: str) -> None:
 
 def _answer(console: Any, args: argparse.Namespace, answer: Any, keys: list[str]) -> int:
     """Print a turn read's answer (the value, or the outcome on one line) and exit with it."""
-    from .history import Found, outcome
-    from .wording import status_line
+    from .walk.history import Found, outcome
+    from .wording.answers import status_line
 
     if isinstance(answer, Found):
         data = {
@@ -823,8 +823,8 @@ def _answer(console: Any, args: argparse.Namespace, answer: Any, keys: list[str]
 
 
 async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
-    from .history import retained_span
-    from .retention import prune_thread
+    from .retention.prune import prune_thread
+    from .walk.history import retained_span
 
     policy = {"keep_turns": args.keep_turns, "drop_abandoned": args.drop_abandoned}
     result = await prune_thread(saver, args.thread, **policy, dry_run=True)
@@ -850,7 +850,7 @@ async def _prune(console: Any, saver: Any, args: argparse.Namespace) -> int:
 
 
 def _pruned_text(args: argparse.Namespace, result: Any) -> str:
-    from .history import turn_span
+    from .walk.history import turn_span
 
     verb = "would remove" if result.dry_run else "removed"
     retained = result.retained_turns
@@ -884,8 +884,8 @@ def _confirmed(args: argparse.Namespace, what: str, plan: str) -> bool:
 
 async def _threads(args: argparse.Namespace) -> int:
 
-    from .checkpointers import open_checkpointer
-    from .threads import list_threads
+    from .savers.specs import open_checkpointer
+    from .walk.threads import list_threads
 
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
@@ -937,8 +937,8 @@ def _bytes(count: int) -> str:
 async def _sweep(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .checkpointers import open_checkpointer
-    from .sweep import reclaim, sweep
+    from .retention.sweep import reclaim, sweep
+    from .savers.specs import open_checkpointer
 
     console = _console()
     errors = _console(stderr=True)
@@ -963,7 +963,7 @@ async def _sweep(args: argparse.Namespace) -> int:
 async def _with_progress(errors: Any, saver: Any, policy: dict[str, Any], total: int) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from .sweep import sweep
+    from .retention.sweep import sweep
 
     columns = (
         TextColumn("sweeping"),
@@ -1016,7 +1016,7 @@ def _swept(console: Any, args: argparse.Namespace, report: Any, freed: int | Non
 
 async def _index(args: argparse.Namespace) -> int:
     from .backends.sqlite import INDEX_NAME, WHOLE_INDEX_NAME, sqlite_backend
-    from .checkpointers import open_checkpointer
+    from .savers.specs import open_checkpointer
 
     if not args.checkpointer.startswith("sqlite:"):
         raise UsageError("index is for SQLite files: --checkpointer sqlite:PATH")
@@ -1085,7 +1085,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     import socket
 
-    from .checkpointers import open_checkpointer
+    from .savers.specs import open_checkpointer
 
     token = _serve_token(args)
     if token is None and not args.allow_open and not _loopback(args.host):
@@ -1104,7 +1104,7 @@ def _serve(args: argparse.Namespace) -> int:
             "cannot_listen",
         )
 
-    from .sweep import SweepSchedule
+    from .retention.sweep import SweepSchedule
 
     schedule = SweepSchedule.from_env()  # a sweeper writes; without one, serve only reads
     if schedule is not None:  # what each sweep removed goes to the log, beside uvicorn's

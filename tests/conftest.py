@@ -16,11 +16,9 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.prebuilt import ToolRuntime
 
-from mcp_state_versions.retention import (
-    PruningInMemorySaver,
-    PruningSqliteSaver,
-    open_postgres_saver,
-)
+from mcp_state_versions.savers.memory import PruningInMemorySaver
+from mcp_state_versions.savers.postgres import open_postgres_saver
+from mcp_state_versions.savers.sqlite import PruningSqliteSaver
 
 PG_DSN = os.environ.get("MCP_STATE_VERSIONS_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE_PG = os.environ.get("MCP_STATE_VERSIONS_REQUIRE_PG", "") not in ("", "0", "false")

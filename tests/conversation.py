@@ -46,7 +46,7 @@ from mcp_state_versions import (
     resolve_turn,
     with_session_state,
 )
-from mcp_state_versions.scripted import ScriptedChatModel, call
+from mcp_state_versions.demo.scripted import ScriptedChatModel, call
 
 PUT = "ts/put/"
 

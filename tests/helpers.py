@@ -13,13 +13,13 @@ from langchain_core.tools import tool
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command, interrupt
 
-from mcp_state_versions.agent import build_agent, run_turn
-from mcp_state_versions.demo import get_aoi
-from mcp_state_versions.history import TurnAnswer
-from mcp_state_versions.publish import publish
-from mcp_state_versions.resolve import resolve_turn
-from mcp_state_versions.scripted import ScriptedChatModel, call
-from mcp_state_versions.state import count_turns
+from mcp_state_versions.agent.build import build_agent, run_turn
+from mcp_state_versions.agent.publish import publish
+from mcp_state_versions.demo.run import get_aoi
+from mcp_state_versions.demo.scripted import ScriptedChatModel, call
+from mcp_state_versions.state.reducer import count_turns
+from mcp_state_versions.walk.history import TurnAnswer
+from mcp_state_versions.walk.resolve import resolve_turn
 
 BBOX = "gazet/get_aoi/bbox"
 

@@ -221,7 +221,7 @@ import asyncio, sys
 from langgraph_api._checkpointer._adapter import (
     CheckpointerCapabilities, _CustomCheckpointerAdapter,
 )
-from mcp_state_versions.retention import PruningSqliteSaver
+from mcp_state_versions.savers.sqlite import PruningSqliteSaver
 
 async def main(path, *threads):
     async with PruningSqliteSaver.from_conn_string(path) as saver:

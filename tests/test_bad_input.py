@@ -30,8 +30,8 @@ from mcp_state_versions import (
     publish,
     resolve_turn,
 )
-from mcp_state_versions.scripted import ScriptedChatModel, call
-from mcp_state_versions.wording import describe_answer
+from mcp_state_versions.demo.scripted import ScriptedChatModel, call
+from mcp_state_versions.wording.answers import describe_answer
 
 from .conftest import runtime_for
 from .conversation import PUT, Conversation, agent_graph, put, respond
@@ -131,7 +131,7 @@ def test_a_catastrophic_pattern_returns_at_once() -> None:
 def test_a_huge_pattern_is_refused_in_words_and_not_echoed(size: int) -> None:
     """A pattern of hundreds of kilobytes (a value pasted by mistake) gets a short answer;
     past about 700 KB RE2 could not compile it at all, and that must not end the run."""
-    from mcp_state_versions.render import PatternError, compile_pattern
+    from mcp_state_versions.wording.render import PatternError, compile_pattern
 
     state = {"tool_state": make_merge_tool_state()({}, {KEY: {"value": "abc"}})}
     tool = make_inspect_state(history=None)

@@ -28,7 +28,7 @@ def test_every_cache_in_the_table_exists_and_names_its_fresh_read_test() -> None
             module, _, attribute = name.rpartition(".")
             found = importlib.import_module(f"mcp_state_versions.{module}")
             assert hasattr(found, attribute), name
-        named = re.findall(r"(?:`(test_\w+)\.py)?::(test_\w+)", tests_cell)
+        named = re.findall(r"(?:`([\w/]*test_\w+)\.py)?::(test_\w+)", tests_cell)
         assert named, name_cell
         file = None
         for given, test in named:

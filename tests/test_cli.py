@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mcp_state_versions.cli import main
-from mcp_state_versions.demo import chat_model
+from mcp_state_versions.demo.run import chat_model
 
 from .helpers import cli_command, free_port, wait_for_http
 
@@ -236,8 +236,8 @@ def test_an_evicted_value_is_listed_as_evicted(
 ) -> None:
     import asyncio
 
-    from mcp_state_versions.agent import run_turn
-    from mcp_state_versions.checkpointers import open_checkpointer
+    from mcp_state_versions.agent.build import run_turn
+    from mcp_state_versions.savers.specs import open_checkpointer
 
     from .helpers import agent_on
 
@@ -379,7 +379,7 @@ def test_readers_change_nothing_in_the_file_they_read(
 
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    from mcp_state_versions.agent import run_turn
+    from mcp_state_versions.agent.build import run_turn
 
     from .helpers import agent_on
 
@@ -442,9 +442,9 @@ def test_postgres_readers_need_only_select_and_set_nothing_up() -> None:
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.conninfo import make_conninfo
 
-    from mcp_state_versions.agent import run_turn
-    from mcp_state_versions.checkpointers import open_checkpointer
-    from mcp_state_versions.retention import open_postgres_saver
+    from mcp_state_versions.agent.build import run_turn
+    from mcp_state_versions.savers.postgres import open_postgres_saver
+    from mcp_state_versions.savers.specs import open_checkpointer
 
     from .conftest import PG_DSN, postgres_unavailable
     from .helpers import agent_on
@@ -572,8 +572,8 @@ def test_prune_on_a_file_it_cannot_write_is_one_line() -> None:
     import shutil
     import tempfile
 
-    from mcp_state_versions.agent import run_turn
-    from mcp_state_versions.retention import PruningSqliteSaver
+    from mcp_state_versions.agent.build import run_turn
+    from mcp_state_versions.savers.sqlite import PruningSqliteSaver
 
     from .helpers import agent_on
 
@@ -624,8 +624,8 @@ def test_sweep_from_the_command_line(tmp_path: Path) -> None:
     terminal to ask at, it refuses in one line."""
     import asyncio
 
-    from mcp_state_versions.agent import run_turn
-    from mcp_state_versions.retention import PruningSqliteSaver
+    from mcp_state_versions.agent.build import run_turn
+    from mcp_state_versions.savers.sqlite import PruningSqliteSaver
 
     from .helpers import agent_on
 
@@ -664,7 +664,7 @@ def test_sweep_from_the_command_line(tmp_path: Path) -> None:
 
 
 def test_counts_and_spans_are_worded_in_the_right_number() -> None:
-    from mcp_state_versions.wording import counted, version_span
+    from mcp_state_versions.wording.answers import counted, version_span
 
     assert counted(1, "version") == "1 version" and counted(3, "version") == "3 versions"
     assert version_span(3, 3) == "turn 3"
@@ -738,7 +738,7 @@ def test_read_commands_load_no_langgraph_runtime(
 ) -> None:
     """A read imports LangGraph's saver and what stored values are made of, never LangGraph's
     runtime (its channels, graphs and ``langgraph.types``, which were most of a read's
-    start-up): the channels the library declares live in ``mcp_state_versions.channels``,
+    start-up): the channels the library declares live in ``mcp_state_versions.storage.channels``,
     imported only by a graph, and a replay asks for an ``Overwrite`` without importing it."""
     spec, thread, _ = untouched_demo
     where = [] if command == ["threads"] else ["--thread", thread]

@@ -29,12 +29,16 @@ def test_no_public_name_is_left_out_of_all() -> None:
     )
 
 
-def test_names_shared_with_their_modules_stay_functions() -> None:
-    """``publish`` and ``sweep`` are functions in modules of the same name; importing the
-    modules must not turn the package's names into the modules."""
-    import mcp_state_versions.publish
-    import mcp_state_versions.sweep
+def test_no_public_name_is_a_subpackage_and_importing_one_changes_no_name() -> None:
+    """The layers are subpackages (``agent``, ``walk``, ...): no public name may be one of
+    them, since importing the subpackage would set the package's attribute to the module."""
+    import pkgutil
+
+    import mcp_state_versions.agent.publish
+    import mcp_state_versions.retention.sweep
     from mcp_state_versions import publish, sweep
 
+    layers = {info.name for info in pkgutil.iter_modules(mcp_state_versions.__path__)}
+    assert layers & set(mcp_state_versions.__all__) == set()
     assert inspect.isfunction(publish) and inspect.isfunction(sweep)
     assert inspect.isfunction(mcp_state_versions.publish)

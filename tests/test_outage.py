@@ -12,10 +12,10 @@ from uuid import uuid4
 
 import httpx
 
-from mcp_state_versions.agent import run_turn
+from mcp_state_versions.agent.build import run_turn
 from mcp_state_versions.api import create_app
-from mcp_state_versions.demo import GAZETTEER
-from mcp_state_versions.retention import open_postgres_saver
+from mcp_state_versions.demo.run import GAZETTEER
+from mcp_state_versions.savers.postgres import open_postgres_saver
 
 from .helpers import BBOX, agent_on
 from .pg_instance import postgres_instance

@@ -16,8 +16,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from mcp_state_versions.agent import run_turn
-from mcp_state_versions.retention import PruningSqliteSaver, open_postgres_saver, prune_thread
+from mcp_state_versions.agent.build import run_turn
+from mcp_state_versions.retention.prune import prune_thread
+from mcp_state_versions.savers.postgres import open_postgres_saver
+from mcp_state_versions.savers.sqlite import PruningSqliteSaver
 
 from .helpers import agent_on
 

@@ -12,7 +12,7 @@ matters: ``inspect_state`` reads the history of whichever saver the run uses.
 * ``app``: the library's HTTP API under ``/session-state``, reading the server's checkpointer.
   It is mounted under a prefix on purpose: a custom app at the root would shadow the server's
   own ``/threads/{id}/state``. Its lifespan runs the background sweeper the environment asks
-  for (:func:`mcp_state_versions.sweep.sweeping`).
+  for (:func:`mcp_state_versions.retention.sweep.sweeping`).
 * ``library_checkpointer``: the library's SQLite saver, for ``langgraph.sqlite.json``, which
   names it as the server's checkpointer (``"checkpointer": {"backend": "custom", ...}``): the
   server then stores every thread in the file ``$MCP_STATE_VERSIONS_SERVER_SQLITE`` names,
@@ -40,9 +40,9 @@ from mcp_state_versions import (
     call,
 )
 from mcp_state_versions.api import create_app
-from mcp_state_versions.demo import get_aoi
-from mcp_state_versions.retention import PruningSqliteSaver
-from mcp_state_versions.sweep import sweeping
+from mcp_state_versions.demo.run import get_aoi
+from mcp_state_versions.retention.sweep import sweeping
+from mcp_state_versions.savers.sqlite import PruningSqliteSaver
 
 BBOX = "gazet/get_aoi/bbox"
 

@@ -2,7 +2,7 @@
 
 ``GET /threads/{id}/state/{key}?turn=N`` and ``inspect_state(key, turn=N)`` answer one
 question, so they run one piece of code: both call
-:func:`mcp_state_versions.resolve.resolve_turn` (ring first, checkpoint walk second) on the
+:func:`mcp_state_versions.walk.resolve.resolve_turn` (ring first, checkpoint walk second) on the
 thread's present. A route never has its own idea of what a turn is.
 
 The app is one router per resource (:mod:`.threads`, :mod:`.state`), the dependencies they
@@ -41,7 +41,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     ) from error
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from ..sweep import SweepSchedule, sweeping
+from ..retention.sweep import SweepSchedule, sweeping
 from . import page, state, threads
 from .access import Authorize, Settings, authenticated
 from .paths import EncodedSlashes
@@ -80,8 +80,8 @@ def create_app(
     id; ``allowed_keys`` (glob patterns) limits the keys served, as it does for the tool.
     ``deadline`` bounds the seconds a request waits on the store (:data:`REQUEST_DEADLINE_S`).
     ``sweep`` runs a background sweeper for as long as the app runs (its lifespan; see
-    :func:`mcp_state_versions.sweep.sweeping`; an app mounted inside another runs it in the
-    outer app's lifespan instead, as the Agent Server example does).
+    :func:`mcp_state_versions.retention.sweep.sweeping`; an app mounted inside another runs it in
+    the outer app's lifespan instead, as the Agent Server example does).
 
     With a token, the schema (``/openapi.json``) needs the token too, unless
     ``public_docs=True``: a schema names what the API holds, and a deployment

@@ -15,9 +15,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from ..backends import storable
-from ..checkpoint_walk import CheckpointHistory
-from ..history import ThreadPresent
-from ..resolve import versioned_entries, visible_keys
+from ..walk.checkpoints import CheckpointHistory
+from ..walk.history import ThreadPresent
+from ..walk.resolve import versioned_entries, visible_keys
 from .problems import Problem, ProblemError
 
 __all__ = [

@@ -53,7 +53,7 @@ class KeyValue(BaseModel):
 
 
 class VersionItem(BaseModel):
-    """One version, oldest first (see :class:`mcp_state_versions.resolve.VersionRow`)."""
+    """One version, oldest first (see :class:`mcp_state_versions.walk.resolve.VersionRow`)."""
 
     #: Its first turn; ``None`` for a row standing for ``count`` versions whose turns are gone.
     since: int | None
@@ -99,7 +99,8 @@ class ThreadList(BaseModel):
 
 
 class KeyTimelineItem(BaseModel):
-    """One key over the retained turns (see :class:`mcp_state_versions.resolve.KeyTimeline`)."""
+    """One key over the retained turns (see
+    :class:`mcp_state_versions.walk.resolve.KeyTimeline`)."""
 
     key: str
     #: The first retained turn whose end held the key.

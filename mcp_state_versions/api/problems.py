@@ -24,7 +24,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..history import DamagedState, StoreUnavailable
+from ..walk.history import DamagedState, StoreUnavailable
 
 __all__ = ["PROBLEM_CODES", "Problem", "ProblemError", "RetainedTurns", "install", "respond"]
 

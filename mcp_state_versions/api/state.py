@@ -5,8 +5,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from ..history import Found, ThreadPresent, TurnAnswer, UnknownKey, outcome
-from ..resolve import (
+from ..state.reducer import is_entry
+from ..walk.history import Found, ThreadPresent, TurnAnswer, UnknownKey, outcome
+from ..walk.resolve import (
     VersionRow,
     as_of,
     entry_at,
@@ -14,8 +15,7 @@ from ..resolve import (
     resolve_turn,
     resolve_versions,
 )
-from ..state import is_entry
-from ..wording import entry_summary, eviction_status, status_line
+from ..wording.answers import entry_summary, eviction_status, status_line
 from .access import PROBLEMS, History, Thread
 from .models import KeySummary, KeyValue, KeyVersions, StateListing, VersionItem
 from .paths import PathRoute

@@ -7,11 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
-from ..conversation import turn_conversation
-from ..history import retained_span
-from ..resolve import key_allowed, resolve_timeline
-from ..threads import list_threads
-from ..versions import answers_from
+from ..state.versions import answers_from
+from ..walk.conversation import turn_conversation
+from ..walk.history import retained_span
+from ..walk.resolve import key_allowed, resolve_timeline
+from ..walk.threads import list_threads
 from .access import PROBLEMS, History, Thread, allowed, authenticated, settings
 from .models import (
     KeyTimelineItem,

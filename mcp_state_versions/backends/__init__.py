@@ -1,7 +1,7 @@
 """Backends: what the checkpoint walk and retention need from a saver, one module per family.
 
-The walk (:mod:`mcp_state_versions.checkpoint_walk`) and retention
-(:mod:`mcp_state_versions.retention`) are written against :class:`Backend` and know no SQL, no
+The walk (:mod:`mcp_state_versions.walk.checkpoints`) and retention
+(:mod:`mcp_state_versions.retention.prune`) are written against :class:`Backend` and know no SQL, no
 blob layout and no serializer. Each module here reads one family of savers the cheapest way
 its storage allows:
 
@@ -25,8 +25,8 @@ and the turn stamp of every checkpoint of a namespace, without channel values), 
 than the clock, a checkpoint's messages. Never the whole checkpoint when a channel will do:
 every checkpoint carries the whole message list, and rebuilding it is most of what a load costs.
 
-``tool_state`` is stored as writes (:mod:`mcp_state_versions.storage`): a checkpoint holds a
-snapshot, a whole value (threads of the previous release), or nothing. A backend reads what
+``tool_state`` is stored as writes (:mod:`mcp_state_versions.storage.tool_state`): a checkpoint
+holds a snapshot, a whole value (threads of the previous release), or nothing. A backend reads what
 is stored (:meth:`Backend.stored_tool_state`); where nothing is, :meth:`Backend.tool_state`
 rebuilds the value from the nearest seed on the checkpoint's own parent chain and the writes
 after it, read with the saver's ``get_delta_channel_history`` (which follows parents, so a
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from ..storage import Reducer
+from ..storage.tool_state import Reducer
 from .base import (
     COUNTER,
     ID,
@@ -55,6 +55,7 @@ from .base import (
     Link,
     LinkRow,
     NeedsAsync,
+    checkpoint_time,
     missing_parent,
     parent_cycle,
     refused,
@@ -104,6 +105,7 @@ __all__ = [
     "assembled",
     "backend_for",
     "chained_history",
+    "checkpoint_time",
     "forget_histories",
     "in_applied_order",
     "known_history",

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from ..state import TURN_METADATA_KEY
-from ..storage import NOTHING_STORED, Reducer, replay, stored_value
+from ..state.reducer import TURN_METADATA_KEY
+from ..storage.tool_state import NOTHING_STORED, Reducer, replay, stored_value
 from .known import TOOL_STATE
 
 T = TypeVar("T")
@@ -67,7 +68,7 @@ ID, PARENT, STAMP, SOURCE, COUNTER = range(5)
 """Positions of a lineage row's fields (see :class:`Link`). ``COUNTER``, where a backend's rows
 have it (a fifth field), is ``tool_state``'s delta counter in the checkpoint's metadata:
 ``None`` where LangGraph stored no counter, which is the only kind of checkpoint that can store
-``tool_state`` whole (see :mod:`mcp_state_versions.storage`)."""
+``tool_state`` whole (see :mod:`mcp_state_versions.storage.tool_state`)."""
 
 LinkRow = tuple[Any, ...]
 """A lineage row: a :class:`Link` or a database row of the same shape."""
@@ -191,9 +192,10 @@ class Backend:
         return replay(history.get("seed"), updates, self.reducer)
 
     async def rebuild_messages(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
-        """``messages`` at a checkpoint that stores none (:mod:`mcp_state_versions.messages`):
-        its seed and the writes along its parents, replayed."""
-        from ..messages import MESSAGES, replay_messages
+        """``messages`` at a checkpoint that stores none
+        (:mod:`mcp_state_versions.storage.messages`): its seed and the writes along its parents,
+        replayed."""
+        from ..storage.messages import MESSAGES, replay_messages
 
         history = await self._delta_history(thread_id, namespace, checkpoint_id, MESSAGES)
         seed = stored_value(history.get("seed"))
@@ -265,7 +267,7 @@ class Backend:
         """All channel values of a checkpoint (only for threads older than the clock), with
         ``messages`` rebuilt where the checkpoint holds it as writes or a snapshot (a thread
         older than the clock that the library's agent went on writing)."""
-        from ..messages import MESSAGES
+        from ..storage.messages import MESSAGES
 
         found = await self._tuple(thread_id, namespace, checkpoint_id)
         if found is None:
@@ -367,14 +369,14 @@ class Backend:
         raise TypeError(
             f"cannot delete single checkpoints from {type(self.saver).__name__}; retention "
             "works on InMemorySaver, the SQLite savers and the PostgreSQL savers (see "
-            "mcp_state_versions.checkpointers)"
+            "mcp_state_versions.savers.specs)"
         )
 
     async def delete_writes(
         self, thread_id: str, namespace: str, checkpoint_id: str, task_ids: Sequence[str]
     ) -> None:
         """Delete the writes ``task_ids`` stored on one checkpoint (a run's own, taken back
-        when it is refused: :mod:`mcp_state_versions.backends.resumes`)."""
+        when it is refused: :mod:`mcp_state_versions.savers.resumes`)."""
         raise TypeError(f"cannot delete single writes from {type(self.saver).__name__}")
 
     async def _tuple(self, thread_id: str, namespace: str, checkpoint_id: str | None) -> Any:
@@ -434,7 +436,7 @@ connection, and every thread's reads, until a restart)."""
 
 def parent_cycle(thread_id: str, checkpoint_id: str) -> Exception:
     """The error for parent links that loop back (or run on past :data:`MAX_CHAIN`)."""
-    from ..history import DamagedState
+    from ..walk.history import DamagedState
 
     return DamagedState(
         thread_id,
@@ -448,7 +450,7 @@ def missing_parent(thread_id: str, checkpoint_id: str, parent: str) -> Exception
     """The error for a checkpoint held as writes whose parent is not in its thread (a parent
     link pointing into another thread, a row deleted by hand): its ``tool_state`` is rebuilt
     from writes back to a snapshot it cannot reach, and would read as keys never set."""
-    from ..history import DamagedState
+    from ..walk.history import DamagedState
 
     return DamagedState(
         thread_id,
@@ -513,3 +515,20 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     finally:
         coroutine.close()
     raise NeedsAsync("the read awaited something that needs an event loop")
+
+
+_UUID_EPOCH = 0x01B21DD213814000
+"""100-ns intervals between the UUID epoch (1582-10-15) and the Unix epoch."""
+
+
+def checkpoint_time(checkpoint_id: str) -> float | None:
+    """When a checkpoint was made (Unix seconds), from its version-6 UUID id; ``None`` when the
+    id is not one."""
+    try:
+        value = uuid.UUID(checkpoint_id)
+    except ValueError:
+        return None
+    if value.version != 6:
+        return None
+    stamp = ((value.int >> 80) << 12) | ((value.int >> 64) & 0x0FFF)
+    return (stamp - _UUID_EPOCH) / 10_000_000

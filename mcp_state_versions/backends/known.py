@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import writes_sort_key
 
-from ..messages import MESSAGES
+from ..storage.messages import MESSAGES
 
 TOOL_STATE = "tool_state"
 CHANNELS = (TOOL_STATE, MESSAGES)
@@ -165,7 +165,7 @@ def remember_history(
 def remembers_run_starts(saver: Any) -> bool:
     """Whether ``saver``'s run starts read ``tool_state``'s history through this package and
     remember it (:func:`known_history`): the library's savers
-    (:mod:`mcp_state_versions.retention`) say so with a class attribute, and the database ones
+    (:mod:`mcp_state_versions.savers`) say so with a class attribute, and the database ones
     among them also note what they store (:func:`note_checkpoint`). Only for such a saver is a
     history read ahead of a run (:meth:`~mcp_state_versions.backends.Backend.run_start`) one
     the run then uses."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..state import TURN_METADATA_KEY
-from ..storage import NOTHING_STORED, snapshot
+from ..state.reducer import TURN_METADATA_KEY
+from ..storage.tool_state import NOTHING_STORED, snapshot
 from .base import MAX_CHAIN, Backend, Link, LinkRow, missing_parent, parent_cycle
 from .known import TOOL_STATE, forget_histories, known_history
 from .sql import assembled, writes_by_checkpoint

@@ -18,8 +18,8 @@ from contextlib import asynccontextmanager
 from functools import cache
 from typing import Any
 
-from ..messages import MESSAGES
-from ..storage import NOTHING_STORED, snapshot
+from ..storage.messages import MESSAGES
+from ..storage.tool_state import NOTHING_STORED, snapshot
 from .base import MAX_CHAIN, LinkRow, NeedsAsync
 from .known import TOOL_STATE, forget_histories
 from .sql import ChainRead, ChainReader, SqlBackend, start_link, writes_by_checkpoint
@@ -28,7 +28,7 @@ __all__ = ["PostgresBackend", "postgres_backend"]
 
 
 def _lineage_sql() -> str:
-    from ..state import TURN_METADATA_KEY
+    from ..state.reducer import TURN_METADATA_KEY
 
     # The stamp comes back as text, neither converted nor checked per row: ``stamp_turn``
     # interprets the few a search looks at. No ORDER BY: rows come back as they lie on disk,
@@ -78,7 +78,7 @@ def _delta_history_sql(from_head: bool) -> str:
     itself, the value stored at that ancestor's version, and the checkpoint's own link (its
     turn stamp and source, as the lineage returns them). One round trip, where the saver's own
     read takes two (its pages of checkpoints, then writes and seed)."""
-    from ..state import TURN_METADATA_KEY
+    from ..state.reducer import TURN_METADATA_KEY
 
     start = (
         "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = %(thread)s "

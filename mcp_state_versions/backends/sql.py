@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NamedTuple
 
-from ..storage import NOTHING_STORED
+from ..storage.tool_state import NOTHING_STORED
 from .base import MAX_CHAIN, Backend, Link, _cursor_parts, missing_parent, parent_cycle
 from .known import (
     TOOL_STATE,
@@ -209,8 +209,8 @@ class ChainRead(NamedTuple):
     walked, the checkpoint it started at first, to the first without a counter (one that can
     hold ``tool_state`` whole) or the remembered one; ``writes``: the stored write rows of the
     links after the first; ``seed``: the value the last link stores, decoded only when asked
-    (:data:`~mcp_state_versions.storage.NOTHING_STORED` where it stores none); ``start``: the
-    link of the checkpoint it started at, stamp and source included, where the read returns it
+    (:data:`~mcp_state_versions.storage.tool_state.NOTHING_STORED` where it stores none); ``start``:
+    the link of the checkpoint it started at, stamp and source included, where the read returns it
     (a read from the head does)."""
 
     links: Sequence[tuple[str, str | None, bool]]

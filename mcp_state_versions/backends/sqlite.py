@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT
 
-from ..storage import NOTHING_STORED, snapshot
+from ..storage.tool_state import NOTHING_STORED, snapshot
 from .base import ID, MAX_CHAIN, UNREAD, Link, LinkRow, NeedsAsync
 from .known import CHANNELS, TOOL_STATE, forget_histories
 from .sql import ChainRead, ChainReader, SqlBackend, start_link, writes_by_checkpoint
@@ -70,7 +70,7 @@ def _meta(path: str, table: str = "") -> str:
 
 
 def _link_sql() -> str:
-    from ..state import TURN_METADATA_KEY
+    from ..state.reducer import TURN_METADATA_KEY
 
     return (
         f"SELECT checkpoint_id, parent_checkpoint_id, "
@@ -118,7 +118,7 @@ def _create_whole_index_sql() -> str:
 
 
 def _create_index_sql() -> str:
-    from ..state import TURN_METADATA_KEY
+    from ..state.reducer import TURN_METADATA_KEY
 
     return (
         f"CREATE INDEX IF NOT EXISTS {INDEX_NAME} ON checkpoints (thread_id, checkpoint_ns, "
@@ -176,7 +176,7 @@ def _delta_history_sql(
     Parameters: thread and namespace, the checkpoint's id (left out ``from_head``: thread and
     namespace again), thread, namespace, the known checkpoint's id, thread, namespace, the
     channel, thread, namespace."""
-    from ..state import TURN_METADATA_KEY
+    from ..state.reducer import TURN_METADATA_KEY
 
     start = "(SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
     start = f"{start}ORDER BY checkpoint_id DESC LIMIT 1)" if from_head else "?"
@@ -204,7 +204,7 @@ def _delta_history_sql(
 
 
 def _lineage_sql() -> str:
-    from ..state import TURN_METADATA_KEY
+    from ..state.reducer import TURN_METADATA_KEY
 
     return (
         "SELECT checkpoint_id, parent_checkpoint_id, "
@@ -378,7 +378,7 @@ class SqliteBackend(SqlBackend):
 
         A read never creates it: a reader may be pointed at a file it must not change (a
         copy, a read-only mount, another program's database). A writer creates it
-        (:meth:`create_index`, which :class:`~mcp_state_versions.retention.
+        (:meth:`create_index`, which :class:`~mcp_state_versions.savers.sqlite.
         PruningSqliteSaver` runs in its ``setup``), and so does ``mcp-state-versions index``.
         """
         return INDEX_NAME in await self._indexes()
@@ -396,11 +396,11 @@ class SqliteBackend(SqlBackend):
         return found
 
     async def _check_index(self, thread_id: str, namespace: str, checkpoint_id: str | None) -> None:
-        """Raise :class:`~mcp_state_versions.history.DamagedState` when the lineage index has
+        """Raise :class:`~mcp_state_versions.walk.history.DamagedState` when the lineage index has
         no entry where the table, read through its primary key, has the checkpoint (the
         thread's newest when ``None``): random bytes in the index's pages make a thread look
         empty, and every answer then an ordinary one (``0 keys``, ``0 turns``)."""
-        from ..history import DamagedState
+        from ..walk.history import DamagedState
 
         chosen = "" if checkpoint_id is None else " AND checkpoint_id = ?"
         try:
