@@ -287,15 +287,3 @@ async def test_a_value_held_as_writes_whose_parent_is_gone_is_damage(stored: Sto
         await stored.subject.tool_state(thread_id, "", child[ID])
     with pytest.raises(DamagedState):
         await stored.subject.rebuild(thread_id, "", child[ID])
-
-
-async def _branch(backend: Backend, thread_id: str) -> list[Any]:
-    """The head's branch, walked a parent at a time (to a parent a prune removed)."""
-    links, checkpoint_id = [], await backend.head(thread_id, "")
-    while checkpoint_id is not None:
-        link = await backend.parent_of(thread_id, "", checkpoint_id)
-        if link is None:
-            break
-        links.append(link)
-        checkpoint_id = link[PARENT]
-    return links
