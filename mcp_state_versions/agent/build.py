@@ -214,7 +214,7 @@ async def run_turn(
         and continues_stamped(saver, thread_id, str(configurable.get("checkpoint_ns") or ""))
     ):
         # The saver stamps the run as it stores it, from the checkpoint the run continues
-        # (backends.stamps): no read of the head before the run.
+        # (savers.stamps): no read of the head before the run.
         return await agent.ainvoke(message, {**base, "metadata": {TURN_METADATA_KEY: NEXT_TURN}})
     turn = await _stamped_turn(agent, base)
     if turn is None:

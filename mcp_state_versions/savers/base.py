@@ -22,7 +22,6 @@ from ..backends.known import (
     note_writes,
     remember_history,
 )
-from ..backends.sqlite import SqliteBackend
 from ..state.credentials import SECRET_NAMES
 from ..state.reducer import refuse_secret_writes
 from ..storage.messages import storable_writes
@@ -31,6 +30,7 @@ from .stamps import note_stamp, settle
 
 if TYPE_CHECKING:
     from ..backends.postgres import PostgresBackend
+    from ..backends.sqlite import SqliteBackend
 
 __all__ = [
     "NotesWhatItStores",

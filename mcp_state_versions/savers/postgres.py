@@ -10,16 +10,13 @@ from contextlib import asynccontextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ..backends.known import (
-    forget_histories,
-)
+from ..backends.known import forget_histories
+from ..retention.prune import seal
 from ..walk.history import StoreUnavailable
+from .base import NotesWhatItStores, delta_histories
 
 if TYPE_CHECKING:
     from ..backends.postgres import PostgresBackend
-
-from ..retention.prune import seal
-from .base import NotesWhatItStores, delta_histories
 
 __all__ = ["POOL_TIMEOUT_S", "RECONNECT_S", "open_postgres_saver"]
 
